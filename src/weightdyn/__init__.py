@@ -1,0 +1,3 @@
+"""weightdyn: theory vs simulation of SGD weight dynamics (papers 000 and 002, see docs/)."""
+
+__version__ = "0.1.0"

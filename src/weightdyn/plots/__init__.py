@@ -1,0 +1,1 @@
+"""Figures: one module per figure family; functions take Datasets and return Figures."""

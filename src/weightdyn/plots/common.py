@@ -1,0 +1,74 @@
+"""Shared plotting helpers: cell selection from merged datasets, style, saving."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping, Sequence
+
+import matplotlib as mpl
+import numpy as np
+import xarray as xr
+
+mpl.use("Agg")
+
+import matplotlib.pyplot as plt
+
+STYLE = {
+    "font.size": 9,
+    "axes.labelsize": 10,
+    "legend.fontsize": 7.5,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "savefig.bbox": "tight",
+    "savefig.pad_inches": 0.05,
+}
+
+
+def select_cells(ds: xr.Dataset, cells: Sequence[Mapping[str, object]]) -> xr.Dataset:
+    """The given cells of a merged dataset, stacked along a new ``cell`` dimension."""
+    keys = [k for k in cells[0] if k in ds.dims]
+    index = {k: xr.DataArray([c[k] for c in cells], dims="cell") for k in keys}
+    return ds.sel(index)
+
+
+def require_single_values(sel: xr.Dataset, free: Sequence[str], figure: str) -> None:
+    """Refuse a figure sweep in which an axis other than ``free`` and data_seed varies."""
+    fixed = [k for k in ("N", "P", "sigma_eps2", "lr", "batch_size", "sampling") if k not in free]
+    varying = [k for k in fixed if np.unique(sel[k].values).size > 1]
+    if varying:
+        raise ValueError(
+            f"sweep {figure!r} varies {varying}; its figure draws one curve family, so only "
+            f"{[*free, 'data_seed']} may take several values (put other values in another sweep)"
+        )
+
+
+def mean_over_seeds(sel: xr.Dataset, by: str) -> tuple[xr.Dataset, xr.Dataset]:
+    """Mean and standard error over data seeds of every variable, grouped by the axis ``by``.
+
+    With a single seed the standard error of an SGD estimate is its own ``*_se`` variable; the
+    seed-to-seed spread adds the data-realisation uncertainty when several seeds are present.
+    """
+    grouped = sel.groupby(by)
+    mean = grouped.mean("cell")
+    count = grouped.count("cell")
+    spread = grouped.std("cell", ddof=1) / np.sqrt(count)
+    return mean, spread.fillna(0.0)
+
+
+def styled(func: Callable[..., plt.Figure]) -> Callable[..., plt.Figure]:
+    """Draw a figure function's whole body in the house style."""
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs) -> plt.Figure:
+        with mpl.rc_context(STYLE):
+            return func(*args, **kwargs)
+
+    return wrapper
+
+
+def save(fig: plt.Figure, paths: Sequence[str], dpi: int = 200) -> None:
+    """Save ``fig`` to every path (format from the suffix) and close it."""
+    with mpl.rc_context(STYLE):
+        for path in paths:
+            fig.savefig(path, dpi=dpi)
+    plt.close(fig)

@@ -1,0 +1,1 @@
+"""Single-layer linear network (paper 000, Section II)."""

@@ -1,0 +1,140 @@
+"""Generic statistics helpers: group covariances, jackknife errors, autocorrelation times.
+
+Nothing in here knows about the physics; "groups" are independent (or nearly independent)
+units of data, e.g. (replica, time block) pairs of a simulation, stacked along axis 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+__all__ = [
+    "eigenvalues_with_se",
+    "group_covariances",
+    "integrated_autocorrelation_time",
+    "jackknife",
+    "jackknife_of_mean",
+    "mean_with_se",
+]
+
+
+def group_covariances(
+    sum_dw: np.ndarray, sum_dwdw: np.ndarray, n_records: np.ndarray, about: str = "reference"
+) -> np.ndarray:
+    """Per-group covariance (G, N, N) from accumulated first and second moments.
+
+    ``sum_dw`` (G, N) and ``sum_dwdw`` (G, N, N) are sums over ``n_records`` (G,) snapshots
+    of ``dw = w - w_ref``.
+
+    * ``about="reference"``: ``<dw dw^T> = sum_dwdw / n`` (second moment about ``w_ref``);
+    * ``about="mean"``: ``sum_dwdw / n - m m^T`` with the group's own time average
+      ``m = sum_dw / n`` (the biased, 1/n, sample covariance).
+    """
+    if about not in ("reference", "mean"):
+        raise ValueError(f"about must be 'reference' or 'mean', got about={about!r}")
+    n = np.asarray(n_records, dtype=np.float64)
+    if np.any(n <= 0):
+        raise ValueError("n_records must be positive for every group")
+    second = np.asarray(sum_dwdw, dtype=np.float64) / n[:, None, None]
+    if about == "reference":
+        return second
+    m = np.asarray(sum_dw, dtype=np.float64) / n[:, None]
+    return second - m[:, :, None] * m[:, None, :]
+
+
+def _jackknife_se(loo: np.ndarray) -> np.ndarray:
+    k = loo.shape[0]
+    dev = loo - loo.mean(axis=0)
+    return np.sqrt((k - 1) / k * np.sum(dev * dev, axis=0))
+
+
+def jackknife(
+    estimator: Callable[[np.ndarray], np.ndarray], groups: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Delete-one jackknife over the leading axis of ``groups`` (k, ...).
+
+    ``estimator`` maps an array of group values (m, ...) to a result array. Returns
+    ``(estimator(groups), se)`` with ``se = sqrt((k-1)/k * sum_i (theta_i - theta_.)^2)``,
+    ``theta_i = estimator(groups without i)``. Cost: k + 1 estimator calls; for estimators
+    of the form ``f(mean(groups))`` prefer :func:`jackknife_of_mean`.
+    """
+    groups = np.asarray(groups)
+    k = groups.shape[0]
+    if k < 2:
+        raise ValueError(f"jackknife needs at least 2 groups, got {k}")
+    full = np.asarray(estimator(groups), dtype=np.float64)
+    loo = np.stack(
+        [np.asarray(estimator(np.delete(groups, i, axis=0)), dtype=np.float64) for i in range(k)]
+    )
+    return full, _jackknife_se(loo)
+
+
+def jackknife_of_mean(
+    func: Callable[[np.ndarray], np.ndarray], groups: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Jackknife of ``func(mean over groups)``, with O(k) leave-one-out means.
+
+    ``func`` must accept a stack of means (m, ...) and return a stack of results (m, ...)
+    (it is called once on the full mean with m = 1 and once on all k leave-one-out means).
+    """
+    groups = np.asarray(groups, dtype=np.float64)
+    k = groups.shape[0]
+    if k < 2:
+        raise ValueError(f"jackknife needs at least 2 groups, got {k}")
+    total = groups.sum(axis=0)
+    full = np.asarray(func((total / k)[None]))[0]
+    loo = np.asarray(func((total[None] - groups) / (k - 1)))
+    return full, _jackknife_se(loo)
+
+
+def _sorted_eigvals_desc(mats: np.ndarray) -> np.ndarray:
+    sym = 0.5 * (mats + np.swapaxes(mats, -1, -2))
+    return np.linalg.eigvalsh(sym)[..., ::-1]
+
+
+def eigenvalues_with_se(group_covs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Eigenvalues (descending) of the mean of ``group_covs`` (G, N, N), jackknife SE.
+
+    The SE refers to the eigenvalue at each sorted position (leave-one-group-out).
+    """
+    return jackknife_of_mean(_sorted_eigvals_desc, group_covs)
+
+
+def mean_with_se(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean over the leading axis and its standard error ``std(ddof=1) / sqrt(n)``."""
+    values = np.asarray(values, dtype=np.float64)
+    n = values.shape[0]
+    if n < 2:
+        raise ValueError(f"mean_with_se needs at least 2 values, got {n}")
+    return values.mean(axis=0), values.std(axis=0, ddof=1) / np.sqrt(n)
+
+
+def integrated_autocorrelation_time(series: np.ndarray, c: float = 5.0) -> np.ndarray:
+    """Integrated autocorrelation time with Sokal's automatic windowing.
+
+    ``tau(M) = 1 + 2 sum_{t=1}^{M} rho(t)``, with the smallest window ``M >= c * tau(M)``.
+    ``series`` is (T,) or (T, ...) (time along axis 0; one tau per trailing index).
+    A constant series gives tau = 1.
+    """
+    x = np.asarray(series, dtype=np.float64)
+    scalar = x.ndim == 1
+    x = x.reshape(x.shape[0], -1)
+    T = x.shape[0]
+    if T < 2:
+        raise ValueError("need at least 2 time points")
+    x = x - x.mean(axis=0)
+    nfft = 1 << int(np.ceil(np.log2(2 * T)))
+    f = np.fft.rfft(x, n=nfft, axis=0)
+    acov = np.fft.irfft(f * np.conj(f), n=nfft, axis=0)[:T]
+    taus = np.ones(x.shape[1])
+    for j in range(x.shape[1]):
+        if acov[0, j] <= 0:
+            continue
+        rho = acov[:, j] / acov[0, j]
+        tau = 2.0 * np.cumsum(rho) - 1.0
+        ok = np.arange(T) >= c * tau
+        m = int(np.argmax(ok)) if ok.any() else T - 1
+        taus[j] = tau[m]
+    return taus[0] if scalar else taus.reshape(np.asarray(series).shape[1:])

@@ -1,0 +1,96 @@
+"""Expansion of a config's named sweeps into cells (plain dicts; no files are read here).
+
+A single-layer sweep block gives lists for each axis; either ``p_over_n`` (P = round(p_over_n N))
+or ``P`` fixes the sample number. A cell is identified by its integer (N, P) and the values of the
+other axes, never by its position in the grid, so adding a value adds cells and changes none.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Mapping
+
+from weightdyn.io import format_number
+
+SINGLE_LAYER_AXES = ("N", "P", "sigma_eps2", "lr", "batch_size", "sampling", "data_seed")
+DATA_AXES = ("N", "P", "sigma_eps2", "data_seed")
+SAMPLING_MODES = ("with", "without")
+
+
+class SweepError(ValueError):
+    """A sweep block that names an impossible cell; the message names the key and the rule."""
+
+
+def single_layer_cells(name: str, block: Mapping[str, object]) -> list[dict]:
+    """All cells of one named sweep block, in config order."""
+    if ("P" in block) == ("p_over_n" in block):
+        raise SweepError(
+            f"single_layer.sweeps.{name}: give exactly one of 'P' or 'p_over_n' "
+            f"(got {'both' if 'P' in block else 'neither'})"
+        )
+    size_key = "P" if "P" in block else "p_over_n"
+    axes = ("N", size_key, "sigma_eps2", "lr", "batch_size", "sampling", "data_seed")
+    cells = []
+    for values in itertools.product(*(list(block[key]) for key in axes)):
+        raw = dict(zip(axes, values, strict=True))
+        N = int(raw["N"])
+        P = int(raw["P"]) if size_key == "P" else round(float(raw["p_over_n"]) * N)
+        cell = {
+            "N": N,
+            "P": P,
+            "sigma_eps2": float(raw["sigma_eps2"]),
+            "lr": float(raw["lr"]),
+            "batch_size": int(raw["batch_size"]),
+            "sampling": str(raw["sampling"]),
+            "data_seed": int(raw["data_seed"]),
+        }
+        _check_cell(name, size_key, raw, cell)
+        cells.append(cell)
+    return cells
+
+
+def _check_cell(name: str, size_key: str, raw: Mapping, cell: Mapping) -> None:
+    where = f"single_layer.sweeps.{name}"
+    if cell["P"] < 1:
+        raise SweepError(
+            f"{where}.{size_key}: {raw[size_key]} with N={cell['N']} gives P={cell['P']}; "
+            "P must be at least 1"
+        )
+    if cell["batch_size"] > cell["P"]:
+        raise SweepError(
+            f"{where}.batch_size: {cell['batch_size']} exceeds the sample number P={cell['P']} "
+            f"(N={cell['N']}); allowed: 1 <= batch_size <= P"
+        )
+    if cell["sampling"] not in SAMPLING_MODES:
+        raise SweepError(
+            f"{where}.sampling: {cell['sampling']!r} is not allowed; allowed: {SAMPLING_MODES}"
+        )
+
+
+def unique_cells(cells: Iterable[Mapping]) -> list[dict]:
+    """Cells without repeats (two sweeps may share a cell), first occurrence kept."""
+    seen: dict[str, dict] = {}
+    for cell in cells:
+        seen.setdefault(cell_name(cell), dict(cell))
+    return list(seen.values())
+
+
+def cell_name(cell: Mapping[str, object]) -> str:
+    """Canonical file stem of a single-layer cell, e.g. ``N100_P200_s0.25_d0_lr0.1_S10_with``."""
+    return (
+        f"{data_name(cell)}_lr{format_number(cell['lr'])}"
+        f"_S{format_number(cell['batch_size'])}_{cell['sampling']}"
+    )
+
+
+def data_name(cell: Mapping[str, object]) -> str:
+    """Canonical file stem of a cell's data set (shared by cells that differ only in SGD)."""
+    return (
+        f"N{format_number(cell['N'])}_P{format_number(cell['P'])}"
+        f"_s{format_number(cell['sigma_eps2'])}_d{format_number(cell['data_seed'])}"
+    )
+
+
+def data_cell(cell: Mapping[str, object]) -> dict:
+    """The data-defining part of a cell (the seed of its data set depends on these only)."""
+    return {key: cell[key] for key in DATA_AXES}

@@ -1,0 +1,54 @@
+# Config validation and the sweep cells every rule draws its parameters from.
+from snakemake.utils import validate
+
+from weightdyn import sweep
+from weightdyn.io import format_number
+
+
+validate(config, schema="../../config/schema.yaml")
+
+
+def _single_layer_sweeps():
+    """{sweep name: [cells]} from config; raises a message naming the offending key."""
+    blocks = config["single_layer"]["sweeps"]
+    try:
+        return {name: sweep.single_layer_cells(name, block) for name, block in blocks.items()}
+    except sweep.SweepError as err:
+        raise ValueError(f"invalid config: {err}") from None
+
+
+SL_SWEEPS = _single_layer_sweeps()
+SL_CELLS = {
+    sweep.cell_name(cell): cell
+    for cell in sweep.unique_cells(c for cells in SL_SWEEPS.values() for c in cells)
+}
+SL_SIMULATED = sorted(
+    {
+        sweep.cell_name(cell)
+        for name, cells in SL_SWEEPS.items()
+        if config["single_layer"]["sweeps"][name].get("simulate", True)
+        for cell in cells
+    }
+)
+SL_DATA = {sweep.data_name(cell): sweep.data_cell(cell) for cell in SL_CELLS.values()}
+FIGURE_FORMATS = config["figures"]["formats"]
+
+
+def sorted_params(mapping):
+    """A config mapping with sorted keys, so that a reordered YAML file is not a params change."""
+    return {key: mapping[key] for key in sorted(mapping)}
+
+
+def sweep_cells(name):
+    """The cells of one named single-layer sweep (empty if the config omits it)."""
+    return SL_SWEEPS.get(name, [])
+
+
+def figure_targets():
+    """Figure files drawn for the sweeps present in the config."""
+    return [
+        f"results/figures/{fig}.{ext}"
+        for fig in ("fig4a", "fig4b", "fig4c")
+        if fig in SL_SWEEPS
+        for ext in FIGURE_FORMATS
+    ]

@@ -1,0 +1,80 @@
+# Single-layer linear network (paper 000, Sec. II): data -> theory -> SGD -> merge.
+import weightdyn
+
+SL = "results/single_layer"
+
+
+wildcard_constraints:
+    data=r"N\d+_P\d+_s[0-9.e-]+_d\d+",
+    cell=r"N\d+_P\d+_s[0-9.e-]+_d\d+_lr[0-9.e-]+_S\d+_(with|without)",
+
+
+rule single_layer_data:
+    output:
+        f"{SL}/data/{{data}}.nc",
+    log:
+        "logs/single_layer/data/{data}.log",
+    params:
+        cell=lambda w: SL_DATA[w.data],
+        n_test=config["single_layer"]["n_test"],
+        version=weightdyn.__version__,
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=5,
+    script:
+        "../../scripts/single_layer_data.py"
+
+
+rule single_layer_theory:
+    input:
+        data=lambda w: f"{SL}/data/{sweep.data_name(SL_CELLS[w.cell])}.nc",
+    output:
+        f"{SL}/theory/{{cell}}.nc",
+    log:
+        "logs/single_layer/theory/{cell}.log",
+    params:
+        cell=lambda w: SL_CELLS[w.cell],
+        version=weightdyn.__version__,
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=5,
+    script:
+        "../../scripts/single_layer_theory.py"
+
+
+rule single_layer_sgd:
+    input:
+        data=lambda w: f"{SL}/data/{sweep.data_name(SL_CELLS[w.cell])}.nc",
+    output:
+        f"{SL}/sgd/{{cell}}.nc",
+    log:
+        "logs/single_layer/sgd/{cell}.log",
+    params:
+        cell=lambda w: SL_CELLS[w.cell],
+        protocol=sorted_params(config["single_layer"]["sgd"]),
+        version=weightdyn.__version__,
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=60,
+    script:
+        "../../scripts/single_layer_sgd.py"
+
+
+rule single_layer_merge:
+    input:
+        theory=expand(f"{SL}/theory/{{cell}}.nc", cell=sorted(SL_CELLS)),
+        sgd=expand(f"{SL}/sgd/{{cell}}.nc", cell=SL_SIMULATED),
+    output:
+        "results/single_layer.nc",
+    log:
+        "logs/single_layer/merge.log",
+    params:
+        theory_cells=[SL_CELLS[name] for name in sorted(SL_CELLS)],
+        sgd_cells=[SL_CELLS[name] for name in SL_SIMULATED],
+        version=weightdyn.__version__,
+    threads: 1
+    script:
+        "../../scripts/single_layer_merge.py"
