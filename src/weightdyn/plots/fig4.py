@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import matplotlib.pyplot as plt
-from matplotlib.ticker import NullFormatter
 import numpy as np
 import xarray as xr
+from matplotlib.ticker import NullFormatter
 
 from weightdyn.plots.common import mean_over_seeds, require_single_values, select_cells, styled
 
