@@ -1,10 +1,16 @@
 # weightdyn: theory vs simulation sweeps of SGD weight dynamics (see README.md).
+import os
+
 from snakemake.utils import min_version
 
 min_version("9.0")
 
 
 configfile: "config/config.yaml"
+
+
+# the conda environment of every rule installs the package from this checkout (--sdm conda)
+os.environ.setdefault("WEIGHTDYN_ROOT", workflow.basedir)
 
 
 include: "workflow/rules/common.smk"

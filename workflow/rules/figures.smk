@@ -18,6 +18,8 @@ rule figure_fig4:
     params:
         cells=lambda w: sweep_cells(w.fig),
         style=sorted_params(config["figures"]),
+    conda:
+        "../envs/weightdyn.yaml"
     threads: 1
     script:
         "../../scripts/figure_fig4.py"

@@ -18,6 +18,8 @@ rule single_layer_data:
         cell=lambda w: SL_DATA[w.data],
         n_test=config["single_layer"]["n_test"],
         version=weightdyn.__version__,
+    conda:
+        "../envs/weightdyn.yaml"
     threads: 1
     resources:
         mem_mb=1000,
@@ -36,6 +38,8 @@ rule single_layer_theory:
     params:
         cell=lambda w: SL_CELLS[w.cell],
         version=weightdyn.__version__,
+    conda:
+        "../envs/weightdyn.yaml"
     threads: 1
     resources:
         mem_mb=1000,
@@ -55,6 +59,8 @@ rule single_layer_sgd:
         cell=lambda w: SL_CELLS[w.cell],
         protocol=sorted_params(config["single_layer"]["sgd"]),
         version=weightdyn.__version__,
+    conda:
+        "../envs/weightdyn.yaml"
     threads: 1
     resources:
         mem_mb=2000,
@@ -75,6 +81,8 @@ rule single_layer_merge:
         theory_cells=[SL_CELLS[name] for name in sorted(SL_CELLS)],
         sgd_cells=[SL_CELLS[name] for name in SL_SIMULATED],
         version=weightdyn.__version__,
+    conda:
+        "../envs/weightdyn.yaml"
     threads: 1
     script:
         "../../scripts/single_layer_merge.py"

@@ -42,7 +42,7 @@ def fig4a(ds: xr.Dataset, cells: Sequence[Mapping[str, object]]) -> plt.Figure:
     x = mean["n_over_p"].values
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(4.2, 5.0), sharex=True, layout="constrained")
     sim_err = np.hypot(mean["var_w_sgd_se"], spread["var_w_sgd"])
-    top.errorbar(x, mean["var_w_sgd"], yerr=sim_err, color="C0", label="SGD", **SIM)
+    top.errorbar(x, mean["var_w_sgd"], yerr=sim_err, color="C0", label="SGD ($\\pm$1 s.e.)", **SIM)
     top.plot(x, mean["var_w_theory"], "-.", color="C3", label="Eq. 30: tr$M$/$N$")
     top.plot(x, mean["M_isotropic"], ":", color="k", label=r"Eq. 34: $\lambda\sigma_\epsilon^2/2S$")
     top.set_ylabel(r"$\langle\langle\delta w_i(t)^2\rangle_t\rangle_i$")
@@ -96,10 +96,7 @@ def fig4b(ds: xr.Dataset, cells: Sequence[Mapping[str, object]]) -> plt.Figure:
         plt.Line2D([], [], color="0.3", ls=":", lw=1.2, label="Eq. 33 (detailed balance)"),
         plt.Line2D([], [], color="k", ls="-.", lw=1.0, label="Eq. 34 (isotropic)"),
     ]
-    first = ax.legend(
-        handles=styles, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncols=2, frameon=False
-    )
-    ax.add_artist(first)
+    fig.legend(handles=styles, loc="outside lower center", ncols=2, frameon=False)
     ax.legend(handles, labels, loc="lower left", frameon=False, ncols=2)
     ax.set_title(_title(sel, ("N", "lr", "batch_size", "sigma_eps2")), fontsize=9)
     return fig
