@@ -1,0 +1,60 @@
+"""Wall time of the default sweep (config/config.yaml) on this machine, against its serial cost.
+
+Usage: python benchmarks/default_sweep.py [--cores 2] [--configfile config/config.yaml]
+
+Copies the workflow into a temporary folder, runs snakemake from scratch and prints the wall time,
+the number of jobs, and (as the baseline measured in the same run) the summed run time of the SGD
+jobs as reported in their logs, i.e. what a one-core serial run of the simulations would cost.
+Target (issue 2): the default sweep finishes within 10 minutes on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cores", type=int, default=2)
+    parser.add_argument("--configfile", default="config/config.yaml")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        wf = Path(tmp)
+        for part in ("Snakefile", "workflow", "scripts", "config", "profiles"):
+            src = ROOT / part
+            (shutil.copytree if src.is_dir() else shutil.copy2)(src, wf / part)
+        t0 = time.perf_counter()
+        proc = subprocess.run(
+            ["snakemake", "--cores", str(args.cores), "--configfile", args.configfile],
+            cwd=wf,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        wall = time.perf_counter() - t0
+        if proc.returncode != 0:
+            raise SystemExit(proc.stderr[-3000:])
+        jobs = len(re.findall(r"^rule \w+:", proc.stderr + proc.stdout, flags=re.M))
+        sgd = [
+            float(m.group(1))
+            for log in (wf / "logs" / "single_layer" / "sgd").glob("*.log")
+            for m in re.finditer(r"diverged=\w+, ([0-9.]+) s\)", log.read_text())
+        ]
+    print(f"config {args.configfile}, --cores {args.cores}: {jobs} jobs")
+    print(f"wall time: {wall:.1f} s ({wall / 60:.2f} min; target <= 10 min)")
+    print(
+        f"baseline, summed SGD job time (serial, one core): {sum(sgd):.1f} s over {len(sgd)} jobs"
+    )
+    print(f"SGD speed-up from parallel jobs: {sum(sgd) / wall:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
