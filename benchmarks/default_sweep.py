@@ -42,7 +42,8 @@ def main() -> None:
         wall = time.perf_counter() - t0
         if proc.returncode != 0:
             raise SystemExit(proc.stderr[-3000:])
-        jobs = len(re.findall(r"^rule \w+:", proc.stderr + proc.stdout, flags=re.M))
+        total = re.search(r"^total\s+(\d+)", proc.stderr + proc.stdout, flags=re.M)
+        jobs = int(total.group(1)) if total else -1
         sgd = [
             float(m.group(1))
             for log in (wf / "logs" / "single_layer" / "sgd").glob("*.log")
