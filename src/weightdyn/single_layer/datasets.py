@@ -146,6 +146,29 @@ def theory_dataset(
                 np.int8(lr * eig_H[0] > 2),
                 attrs("lr * omega_max > 2 (gradient descent unstable)", "1", f"{P000} Eq. 11"),
             ),
+            "noise_prefactor": (
+                (),
+                theory.noise_prefactor(P, batch_size, sampling),
+                attrs("mini-batch noise prefactor, 1/S or (P-S)/(S(P-1))", "1", f"{P000} App. C"),
+            ),
+            "lr_over_S": (
+                (),
+                lr / batch_size,
+                attrs(
+                    "additive-noise validity ratio lr/S (small: additive noise)",
+                    "1",
+                    f"{P000} App. D",
+                ),
+            ),
+            "lr_sigma_x2_over_S": (
+                (),
+                lr * data.sigma_x2 / batch_size,
+                attrs(
+                    "multiplicative-noise ratio lr sigma_x^2/S (>> 1: multiplicative)",
+                    "1",
+                    f"{P000} Sec. II.2.2, App. D",
+                ),
+            ),
             "fluctuations_vanish": (
                 (),
                 np.int8(fluctuations_vanish),
