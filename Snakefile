@@ -15,6 +15,7 @@ os.environ.setdefault("WEIGHTDYN_ROOT", workflow.basedir)
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/single_layer.smk"
+include: "workflow/rules/noise.smk"
 include: "workflow/rules/figures.smk"
 
 

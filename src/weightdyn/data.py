@@ -102,3 +102,138 @@ def from_dataset(ds: xr.Dataset) -> TeacherStudentData:
         sigma_x2=float(ds.attrs["sigma_x2"]),
         sigma_eps2=float(ds.attrs["sigma_eps2"]),
     )
+
+
+# ----------------------------------------------------------------- correlated inputs
+
+#: input covariance families of :func:`input_covariance`
+COVARIANCE_KINDS = ("iid", "exponential", "powerlaw")
+
+
+def input_covariance(
+    N: int,
+    kind: str = "iid",
+    param: float | None = None,
+    rng: np.random.Generator | None = None,
+) -> np.ndarray:
+    """Input covariance Sigma_x (N, N) normalised to tr(Sigma_x) = 1 (paper 000 Sec. II.1, Fig. 5b).
+
+    The i.i.d. case of Sec. II.1 has Sigma_x = sigma_x^2 1 with sigma_x^2 = 1/N, hence
+    tr(Sigma_x) = 1; every family keeps this normalisation, so the mean feature variance is
+    sigma_x^2 = 1/N and tr(H)/N -> sigma_x^2 as P -> infinity (Eq. 4) in all cases.
+
+    * ``"iid"``: ``Sigma_x = 1/N``; ``param`` is ignored.
+    * ``"exponential"``: ``Sigma_ij = sigma_x^2 rho^|i-j|`` with ``rho = param`` in [0, 1)
+      (an AR(1) feature chain; its diagonal is sigma_x^2, so the trace is 1 exactly).
+    * ``"powerlaw"``: eigenvalues proportional to ``k^-alpha`` (k = 1..N, ``alpha = param``
+      >= 0), normalised to sum 1, in a Haar-random orthonormal basis drawn from ``rng``.
+
+    Returns a symmetric positive-definite matrix. ``rng`` is needed only for ``"powerlaw"``.
+    """
+    if N < 1:
+        raise ValueError(f"N must be positive, got N={N}")
+    if kind not in COVARIANCE_KINDS:
+        raise ValueError(f"kind must be one of {COVARIANCE_KINDS}, got kind={kind!r}")
+    sigma_x2 = 1.0 / N
+    if kind == "iid":
+        return sigma_x2 * np.eye(N)
+    if param is None:
+        raise ValueError(f"kind={kind!r} needs param (rho or alpha)")
+    if kind == "exponential":
+        rho = float(param)
+        if not 0.0 <= rho < 1.0:
+            raise ValueError(f"exponential covariance needs 0 <= rho < 1, got rho={rho}")
+        lag = np.abs(np.subtract.outer(np.arange(N), np.arange(N)))
+        return sigma_x2 * rho**lag
+    alpha = float(param)
+    if alpha < 0:
+        raise ValueError(f"powerlaw covariance needs alpha >= 0, got alpha={alpha}")
+    if rng is None:
+        raise ValueError("kind='powerlaw' needs rng for its random eigenbasis")
+    spectrum = np.arange(1, N + 1, dtype=float) ** (-alpha)
+    spectrum /= spectrum.sum()
+    Q, R = np.linalg.qr(rng.standard_normal((N, N)))
+    Q = Q * np.sign(np.diag(R))  # Haar measure (Mezzadri's sign fix)
+    Sigma = (Q * spectrum) @ Q.T
+    return 0.5 * (Sigma + Sigma.T)
+
+
+def _covariance_root(Sigma: np.ndarray) -> np.ndarray:
+    """A matrix L with L L^T = Sigma (symmetric square root; PSD Sigma allowed)."""
+    Sigma = np.asarray(Sigma, dtype=float)
+    if Sigma.ndim != 2 or Sigma.shape[0] != Sigma.shape[1]:
+        raise ValueError(f"input_cov must be a square matrix, got shape {Sigma.shape}")
+    if not np.allclose(Sigma, Sigma.T, rtol=0.0, atol=1e-12 * max(1.0, np.abs(Sigma).max())):
+        raise ValueError("input_cov must be symmetric")
+    evals, evecs = np.linalg.eigh(0.5 * (Sigma + Sigma.T))
+    if evals[0] < -1e-10 * max(evals[-1], 0.0):
+        raise ValueError(f"input_cov must be positive semi-definite (min eigenvalue {evals[0]})")
+    return (evecs * np.sqrt(np.clip(evals, 0.0, None))) @ evecs.T
+
+
+def gaussian_teacher_student(
+    N: int,
+    P: int,
+    sigma_eps2: float,
+    rng: np.random.Generator,
+    *,
+    input_cov: np.ndarray | None = None,
+    random_labels: bool = False,
+    n_test: int = 1000,
+    sigma_u2: float = 1.0,
+) -> TeacherStudentData:
+    """Teacher-student data (paper 000 Eqs. 1-2) with correlated inputs and/or random labels.
+
+    * ``input_cov``: inputs x^mu ~ N(0, Sigma_x) with ``Sigma_x = input_cov`` (e.g. from
+      :func:`input_covariance`), drawn as ``x = Sigma_x^{1/2} g`` with g standard normal.
+      ``None`` means i.i.d. inputs with sigma_x^2 = 1/N, drawn exactly as
+      :func:`teacher_student` draws them, so that call is reproduced bit for bit.
+    * ``random_labels``: statistically independent random labels, i.e. the replacements
+      ``u = 0``, ``eps -> y`` of Sec. II.1: y = eps ~ N(0, sigma_eps^2) (also on the test set).
+      The teacher is still drawn (and discarded) so that the inputs equal those of the
+      teacher-student draw from the same generator state.
+
+    The returned ``sigma_x2`` is the mean feature variance tr(Sigma_x)/N (1/N for the families
+    of :func:`input_covariance`). Draw order: u, X, eps, X_test, test noise (as in
+    :func:`teacher_student`); the same generator state gives the same data.
+    """
+    if N < 1 or P < 1:
+        raise ValueError(f"N and P must be positive, got N={N}, P={P}")
+    if sigma_eps2 < 0:
+        raise ValueError(f"sigma_eps2 must be >= 0, got {sigma_eps2}")
+    if n_test < 1:
+        raise ValueError(f"n_test must be positive, got {n_test}")
+    sigma_eps = np.sqrt(sigma_eps2)
+    if input_cov is None:
+        sigma_x = np.sqrt(1.0 / N)
+        sigma_x2 = 1.0 / N
+
+        def draw_inputs(n: int) -> np.ndarray:
+            return rng.normal(0.0, sigma_x, size=(n, N))
+
+    else:
+        if np.shape(input_cov) != (N, N):
+            raise ValueError(f"input_cov must have shape ({N}, {N}), got {np.shape(input_cov)}")
+        root = _covariance_root(input_cov)
+        sigma_x2 = float(np.trace(input_cov)) / N
+
+        def draw_inputs(n: int) -> np.ndarray:
+            return rng.standard_normal((n, N)) @ root  # root symmetric: cov = root root^T
+
+    u = rng.normal(0.0, np.sqrt(sigma_u2), size=N)
+    if random_labels:
+        u = np.zeros(N)
+    X = draw_inputs(P)
+    eps = rng.normal(0.0, sigma_eps, size=P)
+    X_test = draw_inputs(n_test)
+    y_test = X_test @ u + rng.normal(0.0, sigma_eps, size=n_test)
+    return TeacherStudentData(
+        X=X,
+        y=X @ u + eps,
+        u=u,
+        eps=eps,
+        X_test=X_test,
+        y_test=y_test,
+        sigma_x2=sigma_x2,
+        sigma_eps2=float(sigma_eps2),
+    )

@@ -81,10 +81,16 @@ def expand_cell(ds: xr.Dataset, cell: Mapping[str, object], dims: Iterable[str])
     return ds.expand_dims({dim: [cell[dim]] for dim in dims})
 
 
-def merge_cells(cells: Iterable[xr.Dataset], attrs_out: Mapping[str, str]) -> xr.Dataset:
-    """Outer-merge one-cell datasets into one dataset; missing cells and modes are NaN."""
+def merge_cells(
+    cells: Iterable[xr.Dataset], attrs_out: Mapping[str, str] | None = None
+) -> xr.Dataset:
+    """Outer-merge one-cell datasets into one dataset; missing cells and modes are NaN.
+
+    Dataset attributes become ``attrs_out`` if given, else those the cells agree on.
+    """
     merged = xr.merge(
         list(cells), join="outer", compat="no_conflicts", combine_attrs="drop_conflicts"
     )
-    merged.attrs = dict(attrs_out)
+    if attrs_out is not None:
+        merged.attrs = dict(attrs_out)
     return merged

@@ -94,3 +94,78 @@ def data_name(cell: Mapping[str, object]) -> str:
 def data_cell(cell: Mapping[str, object]) -> dict:
     """The data-defining part of a cell (the seed of its data set depends on these only)."""
     return {key: cell[key] for key in DATA_AXES}
+
+
+def noise_cells(noise: Mapping[str, Mapping]) -> dict[str, dict[str, dict]]:
+    """Cells of the noise experiments (paper 000 Figs. 1-2) as {kind: {name: cell}}.
+
+    Kinds: ``projector`` (Fig. 1a, cells with P > N only), ``k_diagonal`` (Fig. 1b),
+    ``spectrum`` (Figs. 2a,b: the ``p_over_n`` cells are simulated with ``n_batches``
+    mini-batches, the ``theory_p_over_n`` cells are theory only) and ``hessian_basis``
+    (Fig. 2c: one data cell per realisation).
+    """
+    out: dict[str, dict[str, dict]] = {}
+    if "projector" in noise:
+        block = noise["projector"]
+        out["projector"] = {
+            f"N{N}_P{P}": {"N": int(N), "P": int(P), "realisations": int(block["realisations"])}
+            for N in block["N"]
+            for P in block["P"]
+            if P > N
+        }
+    if "k_diagonal" in noise:
+        block = noise["k_diagonal"]
+        cells = [
+            {
+                "N": int(block["N"]),
+                "P": int(P),
+                "sigma_eps2": float(block["sigma_eps2"]),
+                "data_seed": int(block["data_seed"]),
+            }
+            for P in block["P"]
+            if P > block["N"]
+        ]
+        out["k_diagonal"] = {data_name(c): c for c in cells}
+    if "spectrum" in noise:
+        out["spectrum"] = _spectrum_cells(noise["spectrum"])
+    if "hessian_basis" in noise:
+        block = noise["hessian_basis"]
+        N = int(block["N"])
+        cells = [
+            {
+                "N": N,
+                "P": round(float(block["p_over_n"]) * N),
+                "sigma_eps2": float(block["sigma_eps2"]),
+                "data_seed": seed,
+            }
+            for seed in range(int(block["realisations"]))
+        ]
+        out["hessian_basis"] = {data_name(c): c for c in cells}
+    return out
+
+
+def _spectrum_cells(block: Mapping) -> dict[str, dict]:
+    N = int(block["N"])
+    cells: dict[str, dict] = {}
+    for ratios, n_batches in (
+        (block["p_over_n"], int(block["n_batches"])),
+        (block.get("theory_p_over_n", []), 0),
+    ):
+        for ratio in ratios:
+            for sampling in block["sampling"]:
+                cell = {
+                    "N": N,
+                    "P": round(float(ratio) * N),
+                    "sigma_eps2": float(block["sigma_eps2"]),
+                    "data_seed": int(block["data_seed"]),
+                    "batch_size": int(block["batch_size"]),
+                    "sampling": str(sampling),
+                    "n_batches": n_batches,
+                }
+                if cell["P"] < cell["batch_size"]:
+                    raise SweepError(
+                        f"noise.spectrum.batch_size: {cell['batch_size']} exceeds P={cell['P']}"
+                    )
+                name = f"{data_name(cell)}_S{cell['batch_size']}_{sampling}"
+                cells.setdefault(name, cell)  # simulated cells win over theory-only ones
+    return cells

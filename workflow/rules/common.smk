@@ -30,7 +30,24 @@ SL_SIMULATED = sorted(
         for cell in cells
     }
 )
-SL_DATA = {sweep.data_name(cell): sweep.data_cell(cell) for cell in SL_CELLS.values()}
+NOISE_CONFIG = config.get("noise", {})
+try:
+    NOISE_CELL_PARAMS = sweep.noise_cells(NOISE_CONFIG)
+except sweep.SweepError as err:
+    raise ValueError(f"invalid config: {err}") from None
+NOISE_CELLS = {kind: sorted(cells) for kind, cells in NOISE_CELL_PARAMS.items()}
+NOISE_PROJECTOR = NOISE_CELL_PARAMS.get("projector", {})
+NOISE_SPECTRUM = NOISE_CELL_PARAMS.get("spectrum", {})
+NOISE_BASIS_DATA = list(NOISE_CELL_PARAMS.get("hessian_basis", {}).values())
+SL_DATA = {
+    sweep.data_name(cell): sweep.data_cell(cell)
+    for cell in [
+        *SL_CELLS.values(),
+        *NOISE_CELL_PARAMS.get("k_diagonal", {}).values(),
+        *NOISE_SPECTRUM.values(),
+        *NOISE_BASIS_DATA,
+    ]
+}
 FIGURE_FORMATS = config["figures"]["formats"]
 
 
@@ -44,11 +61,21 @@ def sweep_cells(name):
     return SL_SWEEPS.get(name, [])
 
 
+def noise_figures():
+    """Noise figures drawn for the experiments present in the config."""
+    figs = []
+    if "projector" in NOISE_CELLS:
+        figs.append("fig1a")
+    if "k_diagonal" in NOISE_CELLS:
+        figs.append("fig1b")
+    if "spectrum" in NOISE_CELLS:
+        figs += [f"fig2a_{s}" for s in NOISE_CONFIG["spectrum"]["sampling"]] + ["fig2b"]
+    if "hessian_basis" in NOISE_CELLS:
+        figs.append("fig2c")
+    return figs
+
+
 def figure_targets():
-    """Figure files drawn for the sweeps present in the config."""
-    return [
-        f"results/figures/{fig}.{ext}"
-        for fig in ("fig4a", "fig4b", "fig4c")
-        if fig in SL_SWEEPS
-        for ext in FIGURE_FORMATS
-    ]
+    """Figure files drawn for the sweeps and experiments present in the config."""
+    figs = [fig for fig in ("fig4a", "fig4b", "fig4c") if fig in SL_SWEEPS] + noise_figures()
+    return [f"results/figures/{fig}.{ext}" for fig in figs for ext in FIGURE_FORMATS]

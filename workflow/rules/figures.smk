@@ -4,6 +4,8 @@
 localrules:
     single_layer_merge,
     figure_fig4,
+    figure_noise,
+    noise_merge,
 
 
 rule figure_fig4:
@@ -23,3 +25,32 @@ rule figure_fig4:
     threads: 1
     script:
         "../../scripts/figure_fig4.py"
+
+
+NOISE_FIGURE_INPUT = {
+    "fig1a": "results/noise_projector.nc",
+    "fig1b": "results/noise_k_diagonal.nc",
+    "fig2b": "results/noise_spectrum.nc",
+    "fig2c": "results/noise/hessian_basis.nc",
+}
+
+
+rule figure_noise:
+    input:
+        lambda w: NOISE_FIGURE_INPUT.get(w.fig, "results/noise_spectrum.nc"),
+    output:
+        expand("results/figures/{{fig}}.{ext}", ext=FIGURE_FORMATS),
+    log:
+        "logs/figures/{fig}.log",
+    wildcard_constraints:
+        fig="fig1a|fig1b|fig2a_with|fig2a_without|fig2b|fig2c",
+    params:
+        main_p=lambda w: sorted(
+            {c["P"] for c in NOISE_SPECTRUM.values() if c["n_batches"] > 0}
+        ),
+        style=sorted_params(config["figures"]),
+    conda:
+        "../envs/weightdyn.yaml"
+    threads: 1
+    script:
+        "../../scripts/figure_noise.py"

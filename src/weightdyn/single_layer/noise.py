@@ -1,0 +1,595 @@
+"""Mini-batch noise covariance of the single-layer linear network (paper 000, Sec. II.2.2).
+
+Measures what the paper's Figs. 1 and 2 show and compares it with the closed forms of
+:mod:`weightdyn.single_layer.theory`:
+
+* the off-diagonal variance of the sample-space projector ``X^+ X`` that enters Eq. 18
+  (Fig. 1a), with its exact value for a Haar-random projector;
+* the diagonal of ``K`` (Eq. 18) against squared Gaussian label noise (Fig. 1b);
+* the covariance of the mini-batch gradient (Eqs. 10, 12, 14) estimated from many random
+  mini-batches, against Eq. 17 and the Hessian approximation Eq. 20 (Fig. 2a,b);
+* the noise covariance in the Hessian eigenbasis ``|V^T C V|`` (Fig. 2c).
+
+Conventions as in :mod:`weightdyn.single_layer.theory`: ``X`` has shape ``(P, N)`` (one row
+per sample, the transpose of the paper's design matrix), ``y = X u + eps`` has shape ``(P,)``,
+``sigma_x^2 = 1/N``. The paper's projector ``X_paper^+ X_paper`` (``P x P``, onto the row
+space of ``X_paper``) is, in this orientation, the projector onto the column space of ``X``.
+Pure numpy, no file I/O; every random draw comes from the ``rng`` passed in.
+
+Paper claim checked here (Fig. 1a measurement, see the fitted exponents): the text
+after Eq. 18 states ``var(P) ~ P^-1.8 N^-1``. For Gaussian data the column space of ``X`` is
+Haar distributed and the off-diagonal variance is exactly ``N (P - N) / (P (P-1) (P+2))``,
+i.e. ``~ N / P^2`` for ``P >> N``: it *grows* with ``N`` (exponent +1, not -1), and the
+apparent ``P`` exponent tends to -2 (local slope ``-2 + N / (P - N)``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from math import ceil
+from typing import NamedTuple
+
+import numpy as np
+import xarray as xr
+from numpy.typing import ArrayLike, NDArray
+
+from weightdyn.io import attrs
+from weightdyn.single_layer import theory
+from weightdyn.single_layer.theory import Sampling
+
+__all__ = [
+    "PowerLawFit",
+    "empirical_noise_covariance",
+    "haar_projector_offdiag_variance",
+    "hessian_basis_abs",
+    "hessian_basis_dataset",
+    "k_diagonal_dataset",
+    "noise_spectrum_dataset",
+    "power_law_fit",
+    "projector_dataset",
+    "projector_offdiag_variance",
+]
+
+FloatArray = NDArray[np.float64]
+
+_SAMPLING_VALUES = ("with", "without")
+#: memory budget (bytes) of the gathered per-sample gradients of one chunk of mini-batches
+_CHUNK_BYTES = 32 * 2**20
+#: minimum number of chunks, so that the batch-means standard error has enough blocks
+_MIN_BLOCKS = 20
+
+
+# ------------------------------------------------------------------ projector (Fig. 1a)
+
+
+def projector_offdiag_variance(X: ArrayLike) -> float:
+    """Variance of the off-diagonal entries of the sample-space projector (Eq. 18 text, Fig. 1a).
+
+    The projector is ``Pi = X X^+`` (``P x P``), onto the column space of ``X`` (shape
+    ``(P, N)``); it is the paper's ``X^+ X`` in the paper's transposed convention. Returned is
+    the mean of ``Pi_mu_nu^2`` over the ``P (P - 1)`` off-diagonal entries, i.e. their variance
+    about the ensemble mean 0 (exact for data whose law is symmetric under ``x^mu -> -x^mu``,
+    such as Gaussian inputs, which flips the sign of ``Pi_mu_nu``). Its expectation for Gaussian
+    inputs is :func:`haar_projector_offdiag_variance`.
+
+    Computed without forming ``Pi``: with ``Q`` an orthonormal basis of the column space
+    (rank ``r``), ``sum_{mu nu} Pi_mu_nu^2 = r`` and ``Pi_mu_mu = |Q_mu|^2``, so the
+    off-diagonal sum of squares is ``r - sum_mu |Q_mu|^4`` (cost ``O(P N^2)``).
+    """
+    X = np.asarray(X, dtype=float)
+    if X.ndim != 2:
+        raise ValueError(f"X must have shape (P, N), got shape {X.shape}")
+    P = X.shape[0]
+    if P < 2:
+        raise ValueError(f"need P >= 2 samples for off-diagonal entries, got P = {P}")
+    U, s, _ = np.linalg.svd(X, full_matrices=False)
+    tol = s[0] * max(X.shape) * np.finfo(float).eps if s.size else 0.0
+    Q = U[:, s > tol]
+    diag = np.einsum("ij,ij->i", Q, Q)
+    return float((Q.shape[1] - diag @ diag) / (P * (P - 1)))
+
+
+def haar_projector_offdiag_variance(N: int | ArrayLike, P: int | ArrayLike) -> FloatArray | float:
+    """Exact off-diagonal variance ``N (P - N) / (P (P - 1) (P + 2))`` of a Haar rank-N projector.
+
+    For a uniformly random ``N``-dimensional subspace of ``R^P`` (``P >= N``), e.g. the column
+    space of a Gaussian ``(P, N)`` matrix, ``E[Pi_mu_mu] = N/P``,
+    ``E[Pi_mu_mu^2] = N (N + 2) / (P (P + 2))`` and ``sum_nu Pi_mu_nu^2 = Pi_mu_mu``, which gives
+    the formula for ``E[Pi_mu_nu^2]``, ``mu != nu`` (the quantity of paper 000 Fig. 1a, text
+    after Eq. 18). For ``P >> N`` it is ``~ N / P^2``. Broadcasts over array arguments.
+    """
+    N_arr = np.asarray(N, dtype=float)
+    P_arr = np.asarray(P, dtype=float)
+    if np.any(N_arr < 1) or np.any(P_arr < 2) or np.any(P_arr < N_arr):
+        raise ValueError(f"need 1 <= N <= P and P >= 2, got N={N!r}, P={P!r}")
+    out = N_arr * (P_arr - N_arr) / (P_arr * (P_arr - 1.0) * (P_arr + 2.0))
+    return float(out) if out.ndim == 0 else out
+
+
+class PowerLawFit(NamedTuple):
+    """Least-squares fit ``values ~ c P^a N^b`` in logs, with standard errors."""
+
+    a: float
+    b: float
+    c: float
+    a_se: float
+    b_se: float
+    c_se: float
+
+
+def power_law_fit(P: ArrayLike, N: ArrayLike, values: ArrayLike) -> PowerLawFit:
+    """Fit ``values = c P^a N^b`` by linear least squares of ``log values`` (Fig. 1a claim).
+
+    Standard errors are the usual OLS ones, ``s^2 (A^T A)^-1`` with ``s^2 = RSS / (n - 3)``
+    (NaN for fewer than 4 points; 0 for noiseless data). ``c_se`` is propagated from the
+    standard error of ``log c``. Non-finite or non-positive values are dropped.
+
+    Raises
+    ------
+    ValueError
+        if fewer than 3 usable points remain or ``log P``, ``log N`` are collinear (e.g. a
+        single ``N``), so the exponents are not identifiable.
+    """
+    P_arr, N_arr, v = np.broadcast_arrays(
+        np.asarray(P, dtype=float), np.asarray(N, dtype=float), np.asarray(values, dtype=float)
+    )
+    keep = np.isfinite(v) & (v > 0) & (P_arr > 0) & (N_arr > 0)
+    P_arr, N_arr, v = P_arr[keep], N_arr[keep], v[keep]
+    A = np.column_stack([np.log(P_arr), np.log(N_arr), np.ones(P_arr.size)])
+    if P_arr.size < 3 or np.linalg.matrix_rank(A) < 3:
+        raise ValueError(
+            "power_law_fit needs >= 3 points with non-collinear log P and log N "
+            f"(got {P_arr.size} usable points)"
+        )
+    coef, *_ = np.linalg.lstsq(A, np.log(v), rcond=None)
+    n = P_arr.size
+    if n > 3:
+        resid = np.log(v) - A @ coef
+        s2 = float(resid @ resid) / (n - 3)
+        se = np.sqrt(np.diag(s2 * np.linalg.inv(A.T @ A)))
+    else:
+        se = np.full(3, np.nan)
+    c = float(np.exp(coef[2]))
+    return PowerLawFit(
+        a=float(coef[0]),
+        b=float(coef[1]),
+        c=c,
+        a_se=float(se[0]),
+        b_se=float(se[1]),
+        c_se=float(c * se[2]),
+    )
+
+
+# ------------------------------------------------------------- empirical noise (Fig. 2a)
+
+
+def _check_sampling(sampling: str) -> None:
+    if sampling not in _SAMPLING_VALUES:
+        raise ValueError(
+            f"sampling must be one of {_SAMPLING_VALUES!r} ('with' or 'without' replacement), "
+            f"got sampling={sampling!r}"
+        )
+
+
+def _draw_batches(
+    rng: np.random.Generator, P: int, S: int, n: int, sampling: Sampling
+) -> NDArray[np.intp]:
+    """Indices ``(n, S)`` of ``n`` independent mini-batches.
+
+    ``with``: i.i.d. uniform indices. ``without``: ``S`` distinct indices per batch, drawn with
+    Floyd's algorithm vectorised over batches (exactly uniform over ``S``-subsets, cost
+    ``O(n S^2)`` independent of ``P``); the order inside a batch is irrelevant for the sum.
+    """
+    if sampling == "with":
+        return rng.integers(0, P, size=(n, S))
+    idx = np.empty((n, S), dtype=np.intp)
+    for k, j in enumerate(range(P - S, P)):
+        t = rng.integers(0, j + 1, size=n)
+        if k:
+            taken = (idx[:, :k] == t[:, None]).any(axis=1)
+            t = np.where(taken, j, t)
+        idx[:, k] = t
+    return idx
+
+
+def empirical_noise_covariance(
+    X: ArrayLike,
+    y: ArrayLike,
+    w: ArrayLike,
+    batch_size: int,
+    sampling: Sampling,
+    n_batches: int,
+    rng: np.random.Generator,
+    chunk: int | None = None,
+) -> tuple[FloatArray, float]:
+    """Covariance of the mini-batch gradient over random mini-batches (Eqs. 10, 12, 14).
+
+    For each of ``n_batches`` independent mini-batches ``B`` of size ``S = batch_size``,
+    ``grad L_B(w) = (1/S) sum_{mu in B} (w . x^mu - y^mu) x^mu`` (Eq. 10); the returned matrix
+    is the unbiased sample covariance (``ddof = 1``) of these vectors, i.e. of the noise
+    ``xi = grad L_B - grad L`` of Eq. 12. Its expectation is Eq. 14 with the prefactor of
+    Appendix C (:func:`weightdyn.single_layer.theory.noise_covariance` with the same ``w``;
+    Eq. 17 at ``w = w*``).
+
+    ``sampling``: ``"with"`` draws i.i.d. indices, ``"without"`` draws ``S`` distinct
+    indices per batch (batches independent of each other). Batches are processed in chunks
+    of ``chunk`` (default: about 32 MB of gathered gradients, and at least 20 chunks), and only
+    sums are accumulated, so ``4e5`` batches at ``N = 100`` fit in memory.
+
+    Returns
+    -------
+    C : (N, N) array
+        Empirical covariance.
+    trace_se : float
+        Standard error of ``tr C`` by batch means over the chunks (``NaN`` for one chunk).
+
+    Raises
+    ------
+    ValueError
+        if ``sampling`` is not ``"with"``/``"without"``, shapes mismatch, ``batch_size < 1``,
+        ``batch_size > P`` without replacement, or ``n_batches < 2``.
+    """
+    _check_sampling(sampling)
+    X = np.asarray(X, dtype=float)
+    y = np.asarray(y, dtype=float)
+    w = np.asarray(w, dtype=float)
+    if X.ndim != 2 or y.shape != (X.shape[0],) or w.shape != (X.shape[1],):
+        raise ValueError(
+            f"need X (P, N), y (P,), w (N,); got X {X.shape}, y {y.shape}, w {w.shape}"
+        )
+    P, N = X.shape
+    S = int(batch_size)
+    if S < 1 or (sampling == "without" and S > P):
+        raise ValueError(f"batch_size must be in [1, P={P}] (without replacement), got {S}")
+    if n_batches < 2:
+        raise ValueError(f"n_batches must be >= 2, got {n_batches}")
+    grads = (X @ w - y)[:, None] * X  # per-sample gradients g^mu, (P, N)
+    ref = grads.mean(axis=0)  # full-batch gradient = exact mean (both samplings)
+    grads = np.ascontiguousarray(grads - ref)  # shift for a well-conditioned accumulation
+    if chunk is None:
+        chunk = max(1, _CHUNK_BYTES // (8 * S * N))
+    chunk = max(1, min(int(chunk), ceil(n_batches / _MIN_BLOCKS)))
+
+    sum_d = np.zeros(N)
+    sum_dd = np.zeros((N, N))
+    block_q: list[float] = []
+    block_n: list[int] = []
+    done = 0
+    while done < n_batches:
+        n = min(chunk, n_batches - done)
+        idx = _draw_batches(rng, P, S, n, sampling)
+        d = grads[idx].sum(axis=1) / S  # (n, N): grad L_B - grad L
+        sum_d += d.sum(axis=0)
+        sum_dd += d.T @ d
+        block_q.append(float(np.einsum("ij,ij->", d, d)) / n)
+        block_n.append(n)
+        done += n
+    mean = sum_d / n_batches
+    C = (sum_dd - n_batches * np.outer(mean, mean)) / (n_batches - 1)
+    C = 0.5 * (C + C.T)
+
+    q = np.asarray(block_q)
+    nb = np.asarray(block_n, dtype=float)
+    if q.size < 2:
+        trace_se = float("nan")
+    else:
+        qbar = float(nb @ q) / n_batches
+        var_mean = float(np.sum(nb**2 * (q - qbar) ** 2)) / n_batches**2 * q.size / (q.size - 1)
+        trace_se = float(np.sqrt(var_mean) * n_batches / (n_batches - 1))
+    return C, trace_se
+
+
+# ---------------------------------------------------------------- Hessian basis (Fig. 2c)
+
+
+def hessian_basis_abs(H: ArrayLike, C: ArrayLike) -> FloatArray:
+    """``|V^T C V|`` with ``V`` the eigenvectors of ``H`` sorted by ascending eigenvalue (Fig. 2c).
+
+    Entry ``(i, j)`` couples Hessian modes ``i`` and ``j``; for ``C`` commuting with ``H``
+    (e.g. Eq. 20) the matrix is diagonal. Paper 000: ``V^T C V = D^{1/2} U^T K U D^{1/2} / S``
+    (text before Eq. 19), which is not diagonal for finite ``P``.
+    """
+    H = np.asarray(H, dtype=float)
+    C = np.asarray(C, dtype=float)
+    if H.ndim != 2 or H.shape[0] != H.shape[1] or C.shape != H.shape:
+        raise ValueError(f"H and C must be square of equal shape, got {H.shape}, {C.shape}")
+    _, V = np.linalg.eigh(0.5 * (H + H.T))
+    return np.abs(V.T @ (0.5 * (C + C.T)) @ V)
+
+
+# ------------------------------------------------------------------- dataset builders
+
+
+def _cell_coords(N: int, P: int) -> dict[str, list[int]]:
+    return {"N": [int(N)], "P": [int(P)]}
+
+
+def projector_dataset(N: int, P: int, n_realisations: int, rng: np.random.Generator) -> xr.Dataset:
+    """Fig. 1a cell: off-diagonal variance of ``X X^+`` over Gaussian data realisations.
+
+    Draws ``n_realisations`` inputs ``X ~ N(0, 1/N)`` of shape ``(P, N)`` (``P > N``) and
+    returns a dataset with length-1 dimensions ``N``, ``P`` (so that cells combine with
+    :func:`weightdyn.io.merge_cells` into dims ``(N, P)``) holding ``var_offdiag``
+    (``N, P, realisation``),
+    its mean ``var_offdiag_mean``, standard error ``var_offdiag_se`` and the exact Haar value
+    ``var_offdiag_haar``.
+    """
+    if not 1 <= N < P:
+        raise ValueError(
+            f"need 1 <= N < P (the projector is the identity for P <= N), got {N}, {P}"
+        )
+    if n_realisations < 2:
+        raise ValueError(f"n_realisations must be >= 2, got {n_realisations}")
+    sigma_x = np.sqrt(1.0 / N)
+    values = np.array(
+        [
+            projector_offdiag_variance(rng.normal(0.0, sigma_x, size=(P, N)))
+            for _ in range(n_realisations)
+        ]
+    )
+    src = "paper 000 Eq. 18 text, Fig. 1a"
+    name = "variance of off-diagonal entries of X^+X"
+    cell = (("N", "P"), np.ones((1, 1)))
+    return xr.Dataset(
+        {
+            "var_offdiag": (
+                ("N", "P", "realisation"),
+                values[None, None, :],
+                attrs(name + " (one data set)", "1", src),
+            ),
+            "var_offdiag_mean": (
+                cell[0],
+                cell[1] * values.mean(),
+                attrs(name + ", mean over data sets", "1", src),
+            ),
+            "var_offdiag_se": (
+                cell[0],
+                cell[1] * values.std(ddof=1) / np.sqrt(values.size),
+                attrs("standard error of var_offdiag_mean", "1", src),
+            ),
+            "var_offdiag_haar": (
+                cell[0],
+                cell[1] * haar_projector_offdiag_variance(N, P),
+                attrs(name + ", exact Haar value N(P-N)/(P(P-1)(P+2))", "1", src),
+            ),
+        },
+        coords={**_cell_coords(N, P), "realisation": np.arange(n_realisations)},
+    )
+
+
+def k_diagonal_dataset(
+    X: ArrayLike,
+    y: ArrayLike,
+    rng: np.random.Generator,
+    sigma_eps2: float | None = None,
+) -> xr.Dataset:
+    """Fig. 1b cell: sorted diagonal of ``K`` (Eq. 18) against squared Gaussian label noise.
+
+    ``PK_sorted`` is ``P K^mu_mu`` (``= r_mu^2``, the squared residual at ``w*``, which
+    compares with ``eps_mu^2``), sorted descending along ``rank`` (``0 .. P-1``);
+    ``eps2_sorted`` holds the sorted squares of ``P`` fresh ``N(0, sigma_eps^2)`` draws
+    from ``rng`` (the paper's black curve). If ``sigma_eps2`` is None it is estimated without
+    bias from the residual, ``|r|^2 / (P - N)`` (needs ``P > N``). Length-1 dims ``N``, ``P``
+    let cells merge (:func:`weightdyn.io.merge_cells`) into dims ``(N, P, rank)`` (NaN beyond
+    each cell's ``P``).
+    """
+    X, y = np.asarray(X, dtype=float), np.asarray(y, dtype=float)
+    P, N = X.shape
+    PK = P * theory.sample_weights_K(X, y)
+    if sigma_eps2 is None:
+        if P <= N:
+            raise ValueError("sigma_eps2 cannot be estimated from the residual for P <= N")
+        sigma_eps2 = float(PK.sum()) / (P - N)
+    eps2 = rng.normal(0.0, np.sqrt(sigma_eps2), size=P) ** 2
+    src = "paper 000 Eq. 18, Fig. 1b"
+    return xr.Dataset(
+        {
+            "PK_sorted": (
+                ("N", "P", "rank"),
+                np.sort(PK)[::-1][None, None, :],
+                attrs("P K^mu_mu sorted descending (squared residual at w*)", "1", src),
+            ),
+            "eps2_sorted": (
+                ("N", "P", "rank"),
+                np.sort(eps2)[::-1][None, None, :],
+                attrs("squared fresh label noise (epsilon^mu)^2 sorted descending", "1", src),
+            ),
+            "sigma_eps2": (
+                ("N", "P"),
+                np.full((1, 1), float(sigma_eps2)),
+                attrs("label-noise variance sigma_epsilon^2", "1", "paper 000 Eq. 1"),
+            ),
+        },
+        coords={**_cell_coords(N, P), "rank": np.arange(P)},
+    )
+
+
+def _jackknife(stats: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Delete-one jackknife standard error of statistics ``stats[k]`` computed without block k."""
+    K = stats.shape[0]
+    mean = stats.mean(axis=0)
+    return mean, np.sqrt((K - 1) / K * np.sum((stats - mean) ** 2, axis=0))
+
+
+def noise_spectrum_dataset(
+    X: ArrayLike,
+    y: ArrayLike,
+    batch_size: int,
+    sampling: Sampling,
+    n_batches: int,
+    rng: np.random.Generator,
+    sigma_eps2: float,
+    n_blocks: int = 10,
+) -> xr.Dataset:
+    """Fig. 2a,b cell: noise-covariance spectra at ``w*``: empirical, Eq. 17 and Eq. 20.
+
+    Variables on dims ``(N, P, mode)`` (``mode = 0 .. N-1``, eigenvalues sorted descending;
+    ``N``, ``P`` have length 1 so cells merge with :func:`weightdyn.io.merge_cells`):
+
+    * ``eig_C_empirical`` (+ ``_se``): eigenvalues of the covariance of the mini-batch gradient
+      at ``w*`` over ``n_batches`` random batches (:func:`empirical_noise_covariance`), pooled
+      over ``n_blocks`` independent blocks; standard errors by a delete-one jackknife over the
+      blocks. ``n_batches = 0`` skips the measurement (NaN), for theory-only cells.
+    * ``eig_C_theory``: Eq. 17 (:func:`theory.noise_covariance`, Appendix C prefactor for
+      ``without``); ``eig_C_hessian``: Eq. 20, ``sigma_eps^2 H / S``.
+
+    Scalars on ``(N, P)``: ``C_norm = sigma_x^2 sigma_eps^2 / S`` (``sigma_x^2 = 1/N``, the
+    normalisation of Fig. 2), ``trace_C_empirical`` (+ ``_se``), ``trace_C_theory``,
+    ``trace_C_hessian``. Coordinates ``batch_size``, ``sampling`` are scalars.
+    """
+    _check_sampling(sampling)
+    X, y = np.asarray(X, dtype=float), np.asarray(y, dtype=float)
+    P, N = X.shape
+    S = int(batch_size)
+    H = theory.hessian(X)
+    C17 = theory.noise_covariance(X, y, S, sampling)
+    C20 = theory.hessian_noise_covariance(H, sigma_eps2, S)
+    if n_batches:
+        if n_blocks < 2 or n_batches < 2 * n_blocks:
+            raise ValueError(f"need n_blocks >= 2 and n_batches >= 2 n_blocks, got {n_blocks}")
+        w_star = theory.min_norm_solution(X, y)
+        sizes = np.full(n_blocks, n_batches // n_blocks)
+        sizes[: n_batches % n_blocks] += 1
+        blocks = np.stack(
+            [empirical_noise_covariance(X, y, w_star, S, sampling, int(n), rng)[0] for n in sizes]
+        )
+        weights = sizes / sizes.sum()
+        C_emp = np.tensordot(weights, blocks, axes=1)
+        loo = (C_emp[None] - weights[:, None, None] * blocks) / (1.0 - weights)[:, None, None]
+        eig_loo = np.stack([theory.sorted_eigenvalues(c) for c in loo])
+        tr_loo = np.trace(loo, axis1=1, axis2=2)
+        eig_emp = theory.sorted_eigenvalues(C_emp)
+        _, eig_se = _jackknife(eig_loo)
+        _, tr_se = _jackknife(tr_loo)
+        tr_emp = float(np.trace(C_emp))
+    else:
+        eig_emp = eig_se = np.full(N, np.nan)
+        tr_emp = tr_se = float("nan")
+
+    src17, src20, srcm = "paper 000 Eq. 17", "paper 000 Eq. 20", "paper 000 Eqs. 10, 12, 14"
+    unit = "1"
+    spec = ("N", "P", "mode")
+    cell = ("N", "P")
+
+    def scalar(value: float) -> FloatArray:
+        return np.full((1, 1), float(value))
+
+    def vec(values: FloatArray) -> FloatArray:
+        return np.asarray(values, dtype=float)[None, None, :]
+
+    return xr.Dataset(
+        {
+            "eig_C_empirical": (
+                spec,
+                vec(eig_emp),
+                attrs("eigenvalues of the mini-batch gradient covariance at w*", unit, srcm),
+            ),
+            "eig_C_empirical_se": (
+                spec,
+                vec(eig_se),
+                attrs("jackknife standard error of eig_C_empirical", unit, srcm),
+            ),
+            "eig_C_theory": (
+                spec,
+                vec(theory.sorted_eigenvalues(C17)),
+                attrs("eigenvalues of the noise covariance C = X K X^T / S", unit, src17),
+            ),
+            "eig_C_hessian": (
+                spec,
+                vec(theory.sorted_eigenvalues(C20)),
+                attrs("eigenvalues of the Hessian approximation sigma_eps^2 H / S", unit, src20),
+            ),
+            "C_norm": (
+                cell,
+                scalar(sigma_eps2 / (N * S)),
+                attrs(
+                    "noise-spectrum normalisation sigma_x^2 sigma_eps^2 / S",
+                    unit,
+                    "paper 000 Fig. 2",
+                ),
+            ),
+            "trace_C_empirical": (
+                cell,
+                scalar(tr_emp),
+                attrs("trace of the mini-batch gradient covariance at w*", unit, srcm),
+            ),
+            "trace_C_empirical_se": (
+                cell,
+                scalar(tr_se),
+                attrs("jackknife standard error of trace_C_empirical", unit, srcm),
+            ),
+            "trace_C_theory": (cell, scalar(np.trace(C17)), attrs("trace of C", unit, src17)),
+            "trace_C_hessian": (
+                cell,
+                scalar(np.trace(C20)),
+                attrs("trace of sigma_eps^2 H / S", unit, src20),
+            ),
+        },
+        coords={
+            **_cell_coords(N, P),
+            "mode": np.arange(N),
+            "batch_size": S,
+            "sampling": sampling,
+        },
+    )
+
+
+def hessian_basis_dataset(
+    data: Sequence[tuple[ArrayLike, ArrayLike]],
+    batch_size: int,
+    sampling: Sampling = "with",
+) -> xr.Dataset:
+    """Fig. 2c cell: ``<|V^T C V|>`` over data realisations, ``C`` from Eq. 17 at ``w*``.
+
+    ``data`` is a list of ``(X, y)`` of equal shape ``(P, N)``. Returns ``C_tilde`` on dims
+    ``(N, P, mode_i, mode_j)`` (Hessian modes sorted by ascending eigenvalue; ``N``, ``P``
+    of length 1), its standard error ``C_tilde_se`` over realisations (NaN for one), and
+    ``eig_H`` (mean ascending Hessian eigenvalues, dims ``(N, P, mode_i)``).
+    """
+    if not data:
+        raise ValueError("hessian_basis_dataset needs at least one (X, y) realisation")
+    shapes = {np.shape(X) for X, _ in data}
+    if len(shapes) != 1:
+        raise ValueError(f"all realisations must have the same shape (P, N), got {shapes}")
+    P, N = shapes.pop()
+    mats, eigs = [], []
+    for X, y in data:
+        H = theory.hessian(X)
+        mats.append(hessian_basis_abs(H, theory.noise_covariance(X, y, batch_size, sampling)))
+        eigs.append(theory.relaxation_rates(H))
+    mats_arr, eigs_arr = np.stack(mats), np.stack(eigs)
+    se = (
+        mats_arr.std(axis=0, ddof=1) / np.sqrt(len(data))
+        if len(data) > 1
+        else np.full((N, N), np.nan)
+    )
+    src = "paper 000 Eq. 17, Fig. 2c"
+    return xr.Dataset(
+        {
+            "C_tilde": (
+                ("N", "P", "mode_i", "mode_j"),
+                mats_arr.mean(axis=0)[None, None],
+                attrs("|V^T C V| in the Hessian eigenbasis, mean over data sets", "1", src),
+            ),
+            "C_tilde_se": (
+                ("N", "P", "mode_i", "mode_j"),
+                se[None, None],
+                attrs("standard error of C_tilde over data sets", "1", src),
+            ),
+            "eig_H": (
+                ("N", "P", "mode_i"),
+                eigs_arr.mean(axis=0)[None, None],
+                attrs(
+                    "Hessian eigenvalues (ascending), mean over data sets", "1", "paper 000 Eq. 4"
+                ),
+            ),
+        },
+        coords={
+            **_cell_coords(N, P),
+            "mode_i": np.arange(N),
+            "mode_j": np.arange(N),
+            "batch_size": int(batch_size),
+            "sampling": sampling,
+            "n_realisations": len(data),
+        },
+    )

@@ -1,0 +1,444 @@
+"""Relaxational dynamics of SGD in the eigenmodes of the Hessian (paper 000 Sec. II.2.3, Fig. 3).
+
+With ``H = V diag(omega) V^T`` (``omega`` ascending, Eq. 25) the weights are projected onto the
+modes ``z = V^T w``; the loss is quadratic in them (Eq. 26)::
+
+    L(z) = L* + (1/2) sum_k omega_k (z_k - z*_k)^2 ,
+
+and the SDE solution (Eq. 27) has the noise-averaged mean ``<z_k(t)> = z*_k + exp(-omega_k t)
+(z_k(0) - z*_k)`` in SDE time ``t = lr * n`` after ``n`` SGD steps (the paper's ``t = tau/lambda``
+is a typo, docs/errata.md). Because the mini-batch gradient is an unbiased estimate of the full
+gradient and linear in ``w``, the mean over the SGD noise obeys the exact discrete recursion
+``<z(n+1)> - z* = (1 - lr omega) (<z(n)> - z*)``, i.e. ``<z_k(n)> = z*_k + (1 - lr omega_k)^n
+(z_k(0) - z*_k)``, of which Eq. 27 is the small-``lr omega`` limit.
+
+Trajectories are recorded with the numba kernel of :mod:`weightdyn.single_layer.simulate` fed by
+the same fixed-block uniform stream as :func:`~weightdyn.single_layer.simulate.run_sgd`, so the
+trajectory does not depend on the recording schedule, and the state after ``n`` steps equals
+``run_sgd``'s ``final_W`` after ``n`` steps from the same generator state.
+Pure numpy in, numpy/xarray out; no file I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import xarray as xr
+from numpy.typing import ArrayLike
+
+from weightdyn.io import attrs
+from weightdyn.single_layer import theory
+from weightdyn.single_layer.simulate import _check_sampling, _UniformStream, sgd_kernel
+
+__all__ = [
+    "RelaxationRun",
+    "discrete_mean_modes",
+    "exponential_mean_modes",
+    "loss_from_modes",
+    "mode_variance_discrete",
+    "mp_edge_check",
+    "mp_edge_from_rates",
+    "record_relaxation",
+    "record_steps",
+    "relaxation_dataset",
+]
+
+P000 = "paper 000"
+
+
+# ----------------------------------------------------------------------------- simulation
+
+
+def record_steps(n_steps: int, every: int | None = None, n_log: int | None = None) -> np.ndarray:
+    """Step numbers at which to record: ``0, every, 2 every, ..., n_steps`` (linear grid) merged
+    with ``n_log`` log-spaced steps in ``[1, n_steps]`` (for log-log plots); sorted, unique."""
+    if n_steps < 1:
+        raise ValueError(f"n_steps must be positive, got {n_steps}")
+    parts = [np.array([0, n_steps], dtype=np.int64)]
+    if every is not None:
+        if every < 1:
+            raise ValueError(f"every must be positive, got {every}")
+        parts.append(np.arange(0, n_steps + 1, every, dtype=np.int64))
+    if n_log is not None:
+        parts.append(np.round(np.geomspace(1, n_steps, n_log)).astype(np.int64))
+    return np.unique(np.concatenate(parts))
+
+
+@dataclass(frozen=True)
+class RelaxationRun:
+    """Recorded SGD trajectories of R replicas from one common start, in Hessian modes (Eq. 25).
+
+    ``steps`` (T,) are SGD step numbers (``steps[0]`` may be 0, the start); ``W`` (T, R, N) the
+    weights, ``z`` (T, R, N) the modes ``V^T w``, ``loss`` (T, R) the full-batch loss (Eq. 3).
+    ``omega`` (N,) ascending, ``V`` (N, N) eigenvectors in columns, ``w_star`` and ``z_star``
+    the minimum-norm solution (Eq. 7), ``L_star = L(w*)`` (Eq. 26), ``C_tilde_diag`` the diagonal
+    of ``V^T C V`` with ``C`` the noise covariance at ``w*`` (Eq. 17, App. C prefactor).
+    """
+
+    steps: np.ndarray
+    W: np.ndarray
+    z: np.ndarray
+    loss: np.ndarray
+    omega: np.ndarray
+    V: np.ndarray
+    w_init: np.ndarray
+    w_star: np.ndarray
+    z_star: np.ndarray
+    L_star: float
+    C_tilde_diag: np.ndarray
+    lr: float
+    batch_size: int
+    sampling: str
+    diverged: bool
+    P: int
+
+    @property
+    def time(self) -> np.ndarray:
+        """SDE time ``t = lr * n`` (Eq. 13 with the corrected time variable)."""
+        return self.lr * self.steps.astype(float)
+
+    @property
+    def z_init(self) -> np.ndarray:
+        return self.V.T @ self.w_init
+
+
+def record_relaxation(
+    X: ArrayLike,
+    y: ArrayLike,
+    lr: float,
+    batch_size: int,
+    sampling: str,
+    w_init: ArrayLike,
+    steps: ArrayLike,
+    rng: np.random.Generator,
+    replicas: int = 1,
+) -> RelaxationRun:
+    """Run ``replicas`` SGD chains (Eqs. 10-11) from the common start ``w_init`` (N,) and record
+    them at the increasing step numbers ``steps`` (e.g. from :func:`record_steps`).
+
+    Returns the weights, their Hessian modes ``z = V^T w`` (Eq. 25) and the full-batch loss
+    (Eq. 3) at every record, plus what the theory of Eqs. 26-27 needs. A replica leaving
+    ``1e6 (max|w*| + 1)`` is flagged (``diverged``) and its later records are NaN.
+    """
+    with_replacement = _check_sampling(sampling)
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    y = np.ascontiguousarray(y, dtype=np.float64)
+    P, N = X.shape
+    w_init = np.asarray(w_init, dtype=np.float64)
+    if w_init.shape != (N,):
+        raise ValueError(f"w_init must have shape ({N},), got {w_init.shape}")
+    steps = np.asarray(steps, dtype=np.int64)
+    if steps.ndim != 1 or steps.size == 0 or steps[0] < 0 or np.any(np.diff(steps) <= 0):
+        raise ValueError("steps must be a non-empty, strictly increasing array of ints >= 0")
+    S, R = int(batch_size), int(replicas)
+    if S < 1 or (not with_replacement and S > P) or R < 1:
+        raise ValueError("need 1 <= batch_size (<= P without replacement) and replicas >= 1")
+
+    H = theory.hessian(X)
+    omega, V = np.linalg.eigh(0.5 * (H + H.T))
+    w_star = theory.min_norm_solution(X, y)
+    C = theory.noise_covariance(X, y, S, sampling)
+    C_tilde_diag = np.einsum("ik,ij,jk->k", V, C, V)
+
+    W = np.tile(w_init, (R, 1))
+    perm = np.tile(np.arange(P, dtype=np.int64), (R, 1))
+    bound = float(1e6 * (np.max(np.abs(w_star), initial=0.0) + 1.0))
+    stream = _UniformStream(rng, R, S)
+    rec = np.empty((1, R, N))
+    W_rec = np.empty((steps.size, R, N))
+    alive = np.ones(R, dtype=bool)
+    done = 0
+    for i, target in enumerate(steps):
+        n = int(target) - done
+        if n > 0:
+            u = stream.take(n)
+            flags = sgd_kernel(X, y, W, lr, u, with_replacement, perm, n + 1, rec[:0], bound)
+            alive &= ~flags
+            done = int(target)
+        W_rec[i] = np.where(alive[:, None], W, np.nan)
+    z = W_rec @ V
+    loss = theory.loss(X, y, np.nan_to_num(W_rec))
+    loss = np.where(np.isnan(W_rec).any(axis=-1), np.nan, loss)
+    return RelaxationRun(
+        steps=steps,
+        W=W_rec,
+        z=z,
+        loss=np.asarray(loss),
+        omega=omega,
+        V=V,
+        w_init=w_init.copy(),
+        w_star=w_star,
+        z_star=V.T @ w_star,
+        L_star=theory.optimal_loss(X, y),
+        C_tilde_diag=C_tilde_diag,
+        lr=float(lr),
+        batch_size=S,
+        sampling=sampling,
+        diverged=bool(not alive.all()),
+        P=P,
+    )
+
+
+# --------------------------------------------------------------------------------- theory
+
+
+def exponential_mean_modes(
+    z_init: ArrayLike, z_star: ArrayLike, omega: ArrayLike, t: ArrayLike
+) -> np.ndarray:
+    """Noise-averaged modes of Eq. 27: ``z* + exp(-omega_k t) (z_k(0) - z*_k)``, shape (T, N)
+    for SDE times ``t`` (T,) = lr * steps."""
+    z_init, z_star, omega = (np.asarray(a, dtype=float) for a in (z_init, z_star, omega))
+    t = np.asarray(t, dtype=float)[:, None]
+    return z_star + np.exp(-omega * t) * (z_init - z_star)
+
+
+def discrete_mean_modes(
+    z_init: ArrayLike, z_star: ArrayLike, omega: ArrayLike, lr: float, steps: ArrayLike
+) -> np.ndarray:
+    """Exact noise-averaged modes of SGD: ``z* + (1 - lr omega_k)^n (z_k(0) - z*_k)``, (T, N).
+
+    Exact because the mini-batch gradient is unbiased and linear in ``w`` (Eqs. 10-11); Eq. 27
+    is its limit ``lr omega -> 0`` at fixed ``t = lr n``.
+    """
+    z_init, z_star, omega = (np.asarray(a, dtype=float) for a in (z_init, z_star, omega))
+    n = np.asarray(steps, dtype=float)[:, None]
+    return z_star + np.power(1.0 - lr * omega, n) * (z_init - z_star)
+
+
+def mode_variance_discrete(
+    C_tilde_diag: ArrayLike, omega: ArrayLike, lr: float, steps: ArrayLike
+) -> np.ndarray:
+    """Variance of each mode built up by additive noise ``C`` at w* (Eqs. 17, 25), (T, N).
+
+    The discrete recursion ``v(n+1) = (1 - lr omega)^2 v(n) + lr^2 C~_kk`` gives
+    ``v(n) = lr C~_kk [1 - (1 - lr omega)^(2n)] / (omega (2 - lr omega))``, which tends to the
+    diagonal of the stationary covariance of Eq. 30 (``lr C~_kk / (2 omega_k)``) for small
+    ``lr omega`` and to ``n lr^2 C~_kk`` for ``omega -> 0``. Multiplicative noise (Eq. 14 away
+    from w*) is neglected.
+    """
+    c, omega = np.asarray(C_tilde_diag, dtype=float), np.asarray(omega, dtype=float)
+    n = np.asarray(steps, dtype=float)[:, None]
+    a = lr * omega
+    with np.errstate(divide="ignore", invalid="ignore"):
+        growth = -np.expm1(2.0 * n * np.log1p(-a))  # 1 - (1 - a)^(2n), accurate for small a
+        v = lr * c * growth / (omega * (2.0 - a))
+    return np.where(np.abs(a) > 1e-300, v, n * lr**2 * c)
+
+
+def loss_from_modes(
+    z: ArrayLike, z_star: ArrayLike, omega: ArrayLike, L_star: float, var: ArrayLike | None = None
+) -> np.ndarray:
+    """Loss of Eq. 26, ``L* + (1/2) sum_k omega_k [(z_k - z*_k)^2 + var_k]`` over the last axis.
+
+    With ``z`` the noise-averaged modes and ``var`` their variance this is the noise-averaged
+    loss; ``var = None`` evaluates Eq. 26 at ``z`` itself.
+    """
+    z, z_star, omega = (np.asarray(a, dtype=float) for a in (z, z_star, omega))
+    dev2 = (z - z_star) ** 2
+    if var is not None:
+        dev2 = dev2 + np.asarray(var, dtype=float)
+    return L_star + 0.5 * np.sum(omega * dev2, axis=-1)
+
+
+def mp_edge_check(X: ArrayLike, sigma_x2: float) -> dict[str, float]:
+    """Smallest Hessian eigenvalue vs the Marchenko-Pastur lower edge (text after Eq. 27).
+
+    Returns ``omega_min`` (smallest eigenvalue of H = X^T X / P), the corrected edge
+    ``sigma_x^2 (1 - sqrt(N/P))^2`` and the paper's ``sigma_x^2 (sqrt(P/N) - 1)^2``, and the
+    ratios of ``omega_min`` to both. For ``N > P`` the smallest *nonzero* eigenvalue is used.
+    """
+    X = np.asarray(X, dtype=float)
+    return mp_edge_from_rates(theory.relaxation_rates(theory.hessian(X)), X.shape[0], sigma_x2)
+
+
+def mp_edge_from_rates(omega: ArrayLike, P: int, sigma_x2: float) -> dict[str, float]:
+    """:func:`mp_edge_check` for given Hessian eigenvalues ``omega`` (N,) ascending."""
+    omega = np.sort(np.asarray(omega, dtype=float))
+    N = omega.size
+    thr = N * np.finfo(float).eps * max(omega[-1], 0.0)
+    omega_min = float(omega[omega > thr][0])
+    edge, _ = theory.marchenko_pastur_edges(N, P, sigma_x2)
+    edge_paper = float(sigma_x2 * (np.sqrt(P / N) - 1.0) ** 2)
+    return {
+        "omega_min": omega_min,
+        "mp_lower_edge": edge,
+        "mp_lower_edge_paper": edge_paper,
+        "ratio": omega_min / edge if edge > 0 else np.inf,
+        "ratio_paper": omega_min / edge_paper if edge_paper > 0 else np.inf,
+    }
+
+
+# -------------------------------------------------------------------------------- dataset
+
+
+def relaxation_dataset(run: RelaxationRun, sigma_x2: float | None = None) -> xr.Dataset:
+    """Fig. 3 dataset of one relaxation run, dims ``(time, mode)`` plus ``replica``.
+
+    Coordinates: ``time`` (SDE time lr*n), ``step`` (time), ``mode`` (k, omega ascending),
+    ``replica``. Variables: ``z_sgd`` (replica, time, mode); ``z_sgd_mean``, ``z_sgd_std``,
+    ``z_sgd_se`` (time, mode) over replicas; ``z_theory_exp`` (Eq. 27) and ``z_theory_discrete``
+    (time, mode); ``mode_var_theory`` (time, mode); ``loss_sgd`` (replica, time),
+    ``loss_sgd_mean``/``loss_sgd_se`` (time); ``loss_theory_mean_only`` (Eq. 26 at the mean),
+    ``loss_theory`` (plus the transient noise variance), ``loss_theory_stationary`` (mean plus
+    the stationary tr(HM)/2) (time); ``omega``, ``z_star``, ``z_init`` (mode); scalars
+    ``optimal_loss``, ``stationary_excess_loss``, ``omega_min`` and, if ``sigma_x2`` is given,
+    ``mp_lower_edge``, ``mp_lower_edge_paper``, ``omega_min_over_mp_edge``.
+    """
+    R = run.z.shape[1]
+    N = run.omega.size
+    t = run.time
+    z_exp = exponential_mean_modes(run.z_init, run.z_star, run.omega, t)
+    z_disc = discrete_mean_modes(run.z_init, run.z_star, run.omega, run.lr, run.steps)
+    var = mode_variance_discrete(run.C_tilde_diag, run.omega, run.lr, run.steps)
+    # stationary excess loss tr(H M)/2 = lr tr(C)/4 (trace of the Lyapunov equation, Eq. 29)
+    stationary_excess = float(0.25 * run.lr * np.sum(run.C_tilde_diag))
+    loss_mean_only = loss_from_modes(z_disc, run.z_star, run.omega, run.L_star)
+    z_mean = np.nanmean(run.z, axis=1)
+    z_std = np.nanstd(run.z, axis=1, ddof=1) if R > 1 else np.zeros_like(z_mean)
+    loss_std = np.nanstd(run.loss, axis=1, ddof=1) if R > 1 else np.zeros(t.size)
+    eq27 = f"{P000} Eq. 27"
+    data_vars = {
+        "z_sgd": (
+            ("replica", "time", "mode"),
+            run.z.transpose(1, 0, 2),
+            attrs("SGD weight modes z_k = (V^T w)_k", "1", f"{P000} Eqs. 11, 25"),
+        ),
+        "z_sgd_mean": (
+            ("time", "mode"),
+            z_mean,
+            attrs("replica mean of the SGD modes z_k", "1", f"{P000} Eqs. 11, 25"),
+        ),
+        "z_sgd_std": (
+            ("time", "mode"),
+            z_std,
+            attrs("replica standard deviation of the SGD modes", "1", f"{P000} Eqs. 11, 25"),
+        ),
+        "z_sgd_se": (
+            ("time", "mode"),
+            z_std / np.sqrt(R),
+            attrs("standard error of the replica mean of z_k", "1", f"{P000} Eqs. 11, 25"),
+        ),
+        "z_theory_exp": (
+            ("time", "mode"),
+            z_exp,
+            attrs("noise-averaged mode z* + exp(-omega t)(z(0) - z*)", "1", eq27),
+        ),
+        "z_theory_discrete": (
+            ("time", "mode"),
+            z_disc,
+            attrs(
+                "exact SGD mean z* + (1 - lr omega)^n (z(0) - z*)", "1", f"{eq27}, discrete time"
+            ),
+        ),
+        "mode_var_theory": (
+            ("time", "mode"),
+            var,
+            attrs("mode variance from additive noise C at w*", "1", f"{P000} Eqs. 17, 25, 30"),
+        ),
+        "loss_sgd": (
+            ("replica", "time"),
+            run.loss.T,
+            attrs("full-batch training loss L(w) under SGD", "1", f"{P000} Eq. 3"),
+        ),
+        "loss_sgd_mean": (
+            ("time",),
+            np.nanmean(run.loss, axis=1),
+            attrs("replica mean of the training loss", "1", f"{P000} Eq. 3"),
+        ),
+        "loss_sgd_se": (
+            ("time",),
+            loss_std / np.sqrt(R),
+            attrs("standard error of the replica-mean loss", "1", f"{P000} Eq. 3"),
+        ),
+        "loss_theory_mean_only": (
+            ("time",),
+            loss_mean_only,
+            attrs("loss of the noise-averaged modes", "1", f"{P000} Eqs. 26-27"),
+        ),
+        "loss_theory": (
+            ("time",),
+            loss_from_modes(z_disc, run.z_star, run.omega, run.L_star, var),
+            attrs(
+                "noise-averaged loss: mean modes plus transient mode variance",
+                "1",
+                f"{P000} Eqs. 26-27, 30",
+            ),
+        ),
+        "loss_theory_stationary": (
+            ("time",),
+            loss_mean_only + stationary_excess,
+            attrs("loss of the mean modes plus stationary tr(HM)/2", "1", f"{P000} Eqs. 26, 29-30"),
+        ),
+        "omega": (
+            ("mode",),
+            run.omega,
+            attrs("relaxation rate omega_k (eigenvalue of H)", "1", f"{P000} Eqs. 4, 25"),
+        ),
+        "z_star": (
+            ("mode",),
+            run.z_star,
+            attrs("solution modes z* = V^T w*", "1", f"{P000} Eqs. 7, 25"),
+        ),
+        "z_init": (("mode",), run.z_init, attrs("initial modes z(0) = V^T w(0)", "1", eq27)),
+        "optimal_loss": (
+            (),
+            run.L_star,
+            attrs("loss of the fully trained model L*", "1", f"{P000} Eq. 26"),
+        ),
+        "stationary_excess_loss": (
+            (),
+            stationary_excess,
+            attrs("stationary excess loss tr(HM)/2 = lr tr(C)/4", "1", f"{P000} Eqs. 29-30"),
+        ),
+        "omega_min": (
+            (),
+            float(run.omega[0]),
+            attrs("smallest relaxation rate omega_0", "1", f"{P000} Eq. 27"),
+        ),
+    }
+    if sigma_x2 is not None:
+        check = mp_edge_from_rates(run.omega, run.P, sigma_x2)
+        data_vars |= {
+            "mp_lower_edge": (
+                (),
+                check["mp_lower_edge"],
+                attrs(
+                    "Marchenko-Pastur lower edge sigma_x^2 (1 - sqrt(N/P))^2",
+                    "1",
+                    f"{P000} text after Eq. 27 (corrected)",
+                ),
+            ),
+            "mp_lower_edge_paper": (
+                (),
+                check["mp_lower_edge_paper"],
+                attrs(
+                    "paper's lower edge sigma_x^2 (sqrt(P/N) - 1)^2",
+                    "1",
+                    f"{P000} text after Eq. 27 (as printed)",
+                ),
+            ),
+            "omega_min_over_mp_edge": (
+                (),
+                check["ratio"],
+                attrs("omega_0 / Marchenko-Pastur lower edge", "1", f"{P000} text after Eq. 27"),
+            ),
+        }
+    return xr.Dataset(
+        data_vars,
+        coords={
+            "time": ("time", t, {"long_name": "SDE time t = lr n", "units": "1"}),
+            "step": ("time", run.steps, {"long_name": "SGD step n", "units": "1"}),
+            "mode": ("mode", np.arange(N), {"long_name": "mode index k (omega ascending)"}),
+            "replica": ("replica", np.arange(R)),
+        },
+        attrs={
+            "N": N,
+            "P": run.P,
+            "lr": run.lr,
+            "batch_size": run.batch_size,
+            "sampling": run.sampling,
+            "replicas": R,
+            "diverged": int(run.diverged),
+        },
+    )
