@@ -16,6 +16,7 @@ os.environ.setdefault("WEIGHTDYN_ROOT", workflow.basedir)
 include: "workflow/rules/common.smk"
 include: "workflow/rules/single_layer.smk"
 include: "workflow/rules/noise.smk"
+include: "workflow/rules/experiments.smk"
 include: "workflow/rules/figures.smk"
 
 
@@ -23,4 +24,6 @@ rule all:
     input:
         "results/single_layer.nc",
         figure_targets(),
+        expand("results/figures/{fig}.{ext}", fig=experiment_figures(), ext=FIGURE_FORMATS),
+        ["results/experiments/table1.md"] if "table1" in EXPERIMENTS else [],
     default_target: True

@@ -76,6 +76,19 @@ def write_atomic(ds: xr.Dataset, path: str | os.PathLike) -> None:
             tmp.unlink()
 
 
+def write_text_atomic(text: str, path: str | os.PathLike) -> None:
+    """Write ``text`` to ``path`` via a temporary file in the same folder and a rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
 def expand_cell(ds: xr.Dataset, cell: Mapping[str, object], dims: Iterable[str]) -> xr.Dataset:
     """Give a one-cell dataset a length-1 dimension for each sweep axis in ``dims``."""
     return ds.expand_dims({dim: [cell[dim]] for dim in dims})

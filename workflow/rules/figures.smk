@@ -6,6 +6,7 @@ localrules:
     figure_fig4,
     figure_noise,
     noise_merge,
+    figure_experiment,
 
 
 rule figure_fig4:
@@ -54,3 +55,37 @@ rule figure_noise:
     threads: 1
     script:
         "../../scripts/figure_noise.py"
+
+
+EXPERIMENT_FIGURES = {
+    "fig3": "relaxation",
+    "fig5a": "perturbation_iid",
+    "fig5b": "perturbation_correlated",
+    "fig_sgd_sgf": "sgf",
+    "fig_gbm": "gbm",
+}
+
+
+def experiment_figures():
+    """Figures of the single-job experiments present in the config."""
+    return [
+        fig for fig, exp in EXPERIMENT_FIGURES.items() if exp.split("_")[0] in EXPERIMENTS
+    ]
+
+
+rule figure_experiment:
+    input:
+        lambda w: f"results/experiments/{EXPERIMENT_FIGURES[w.fig]}.nc",
+    output:
+        expand("results/figures/{{fig}}.{ext}", ext=FIGURE_FORMATS),
+    log:
+        "logs/figures/{fig}.log",
+    wildcard_constraints:
+        fig="fig3|fig5a|fig5b|fig_sgd_sgf|fig_gbm",
+    params:
+        style=sorted_params(config["figures"]),
+    conda:
+        "../envs/weightdyn.yaml"
+    threads: 1
+    script:
+        "../../scripts/figure_experiment.py"
