@@ -1,6 +1,6 @@
 """Wall time of the default sweep (config/config.yaml) on this machine, against its serial cost.
 
-Usage: python benchmarks/default_sweep.py [--cores 2] [--configfile config/config.yaml]
+Usage: python benchmarks/default_sweep.py [--cores 2] [--configfile config/config.yaml] [--keep DIR]
 
 Copies the workflow into a temporary folder, runs snakemake from scratch and prints the wall time,
 the number of jobs, and (as the baseline measured in the same run) the summed run time of the SGD
@@ -25,9 +25,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--configfile", default="config/config.yaml")
+    parser.add_argument("--keep", help="run in this (new) folder and keep the results")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        wf = Path(tmp)
+        wf = Path(args.keep) if args.keep else Path(tmp)
+        wf.mkdir(parents=True, exist_ok=bool(not args.keep))
         for part in ("Snakefile", "workflow", "scripts", "config", "profiles"):
             src = ROOT / part
             (shutil.copytree if src.is_dir() else shutil.copy2)(src, wf / part)
