@@ -14,7 +14,7 @@ if name == "fig_gbm":
     runs = []
     for lr in ds["lr"].values:
         run = ds.sel(lr=lr).dropna("t", how="all")
-        run.attrs["lr"] = float(lr)
+        run.attrs = {**ds.attrs, "lr": float(lr)}  # a new dict: sel shares the parent's attrs
         runs.append(run)
     fig = sgf.fig_gbm(runs)
 else:
