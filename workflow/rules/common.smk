@@ -52,8 +52,11 @@ FIGURE_FORMATS = config["figures"]["formats"]
 
 
 def sorted_params(mapping):
-    """A config mapping with sorted keys, so that a reordered YAML file is not a params change."""
-    return {key: mapping[key] for key in sorted(mapping)}
+    """A config mapping with keys sorted at every level: a reordered YAML is no params change."""
+    return {
+        key: sorted_params(value) if isinstance(value, dict) else value
+        for key, value in sorted(mapping.items())
+    }
 
 
 def sweep_cells(name):

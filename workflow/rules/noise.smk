@@ -67,7 +67,7 @@ rule noise_hessian_basis:
     log:
         "logs/noise/hessian_basis.log",
     params:
-        cell=NOISE_CONFIG.get("hessian_basis", {}),
+        cell=sorted_params(NOISE_CONFIG.get("hessian_basis", {})),
         version=weightdyn.__version__,
     conda:
         "../envs/weightdyn.yaml"
