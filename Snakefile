@@ -6,7 +6,11 @@ from snakemake.utils import min_version
 min_version("9.0")
 
 
-configfile: "config/config.yaml"
+# The default sweep applies only when no --configfile is given: Snakemake would otherwise merge
+# the two, so that sweeps and experiment blocks of the default leak into another config.
+if not config:
+
+    configfile: "config/config.yaml"
 
 
 # the conda environment of every rule installs the package from this checkout (--sdm conda)

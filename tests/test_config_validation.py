@@ -53,3 +53,11 @@ def test_invalid_config_stops_before_any_job(workflow_copy: Path, case: str) -> 
 def test_valid_test_config_dry_runs(workflow_copy: Path) -> None:
     proc = snakemake(workflow_copy, "-n", "--configfile", "config/test.yaml")
     assert "single_layer_merge" in proc.stdout
+
+
+def test_configfile_replaces_the_default_config(workflow_copy: Path) -> None:
+    """--configfile must not merge with config/config.yaml (its `appc` sweep would leak in)."""
+    proc = snakemake(workflow_copy, "-n", "--configfile", "config/test.yaml")
+    assert "N50_P200_s0.25_d0_lr0.1_S10_without" not in proc.stdout
+    default = snakemake(workflow_copy, "-n")
+    assert "N50_P200_s0.25_d0_lr0.1_S10_without" in default.stdout

@@ -82,3 +82,35 @@ def figure_targets():
     """Figure files drawn for the sweeps and experiments present in the config."""
     figs = [fig for fig in ("fig4a", "fig4b", "fig4c") if fig in SL_SWEEPS] + noise_figures()
     return [f"results/figures/{fig}.{ext}" for fig in figs for ext in FIGURE_FORMATS]
+
+
+EXPERIMENTS = {
+    key: sorted_params(config[key])
+    for key in ("relaxation", "perturbation", "table1", "sgf", "gbm")
+    if key in config
+}
+SGD_PROTOCOL = sorted_params(config["single_layer"]["sgd"])
+
+
+NOISE_FIGURE_INPUT = {
+    "fig1a": "results/noise_projector.nc",
+    "fig1b": "results/noise_k_diagonal.nc",
+    "fig2b": "results/noise_spectrum.nc",
+    "fig2c": "results/noise/hessian_basis.nc",
+}
+
+
+EXPERIMENT_FIGURES = {
+    "fig3": "relaxation",
+    "fig5a": "perturbation_iid",
+    "fig5b": "perturbation_correlated",
+    "fig_sgd_sgf": "sgf",
+    "fig_gbm": "gbm",
+}
+
+
+def experiment_figures():
+    """Figures of the single-job experiments present in the config."""
+    return [
+        fig for fig, exp in EXPERIMENT_FIGURES.items() if exp.split("_")[0] in EXPERIMENTS
+    ]

@@ -2,14 +2,6 @@
 # Table 1, SGD vs stochastic gradient flow (Eq. 13) and the geometric Brownian motion (Eq. 24).
 import weightdyn
 
-EXPERIMENTS = {
-    key: sorted_params(config[key])
-    for key in ("relaxation", "perturbation", "table1", "sgf", "gbm")
-    if key in config
-}
-SGD_PROTOCOL = sorted_params(config["single_layer"]["sgd"])
-
-
 rule experiment:
     output:
         "results/experiments/{experiment}.{kind}",

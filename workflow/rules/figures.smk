@@ -28,14 +28,6 @@ rule figure_fig4:
         "../../scripts/figure_fig4.py"
 
 
-NOISE_FIGURE_INPUT = {
-    "fig1a": "results/noise_projector.nc",
-    "fig1b": "results/noise_k_diagonal.nc",
-    "fig2b": "results/noise_spectrum.nc",
-    "fig2c": "results/noise/hessian_basis.nc",
-}
-
-
 rule figure_noise:
     input:
         lambda w: NOISE_FIGURE_INPUT.get(w.fig, "results/noise_spectrum.nc"),
@@ -55,22 +47,6 @@ rule figure_noise:
     threads: 1
     script:
         "../../scripts/figure_noise.py"
-
-
-EXPERIMENT_FIGURES = {
-    "fig3": "relaxation",
-    "fig5a": "perturbation_iid",
-    "fig5b": "perturbation_correlated",
-    "fig_sgd_sgf": "sgf",
-    "fig_gbm": "gbm",
-}
-
-
-def experiment_figures():
-    """Figures of the single-job experiments present in the config."""
-    return [
-        fig for fig, exp in EXPERIMENT_FIGURES.items() if exp.split("_")[0] in EXPERIMENTS
-    ]
 
 
 rule figure_experiment:
