@@ -51,16 +51,25 @@ def test_correlated_inputs_have_the_requested_covariance(kind, param) -> None:
     assert data.sigma_x2 == pytest.approx(1.0 / N)
 
 
-def test_generator_reproducible_and_iid_equals_teacher_student() -> None:
+def test_generator_reproducible_and_iid_draw_order() -> None:
     cov = input_covariance(6, "exponential", 0.5)
     a = gaussian_teacher_student(6, 20, 0.1, np.random.default_rng(7), input_cov=cov)
     b = gaussian_teacher_student(6, 20, 0.1, np.random.default_rng(7), input_cov=cov)
-    c = teacher_student(6, 20, 0.1, np.random.default_rng(7))
-    d = gaussian_teacher_student(6, 20, 0.1, np.random.default_rng(7))
     for key in ("X", "y", "u", "eps", "X_test", "y_test"):
         np.testing.assert_array_equal(getattr(a, key), getattr(b, key))
-        np.testing.assert_array_equal(getattr(c, key), getattr(d, key))
-    assert c.sigma_x2 == d.sigma_x2
+    # the documented i.i.d. draw order (u, X, eps, X_test, test noise), which keeps the data of
+    # existing sweep cells unchanged
+    c = teacher_student(6, 20, 0.1, np.random.default_rng(7), n_test=5)
+    rng = np.random.default_rng(7)
+    u = rng.normal(0.0, 1.0, size=6)
+    X = rng.normal(0.0, np.sqrt(1 / 6), size=(20, 6))
+    eps = rng.normal(0.0, np.sqrt(0.1), size=20)
+    X_test = rng.normal(0.0, np.sqrt(1 / 6), size=(5, 6))
+    y_test = X_test @ u + rng.normal(0.0, np.sqrt(0.1), size=5)
+    for key, ref in (("u", u), ("X", X), ("eps", eps), ("X_test", X_test), ("y_test", y_test)):
+        np.testing.assert_array_equal(getattr(c, key), ref)
+    np.testing.assert_array_equal(c.y, X @ u + eps)
+    assert c.sigma_x2 == 1 / 6
 
 
 def test_random_labels() -> None:

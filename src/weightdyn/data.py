@@ -49,29 +49,7 @@ def teacher_student(
 
     The test set holds ``n_test`` fresh samples of the same teacher with fresh label noise.
     """
-    if N < 1 or P < 1:
-        raise ValueError(f"N and P must be positive, got N={N}, P={P}")
-    if sigma_eps2 < 0:
-        raise ValueError(f"sigma_eps2 must be >= 0, got {sigma_eps2}")
-    if n_test < 1:
-        raise ValueError(f"n_test must be positive, got {n_test}")
-    sigma_x = np.sqrt(1.0 / N)
-    sigma_eps = np.sqrt(sigma_eps2)
-    u = rng.normal(0.0, np.sqrt(sigma_u2), size=N)
-    X = rng.normal(0.0, sigma_x, size=(P, N))
-    eps = rng.normal(0.0, sigma_eps, size=P)
-    X_test = rng.normal(0.0, sigma_x, size=(n_test, N))
-    y_test = X_test @ u + rng.normal(0.0, sigma_eps, size=n_test)
-    return TeacherStudentData(
-        X=X,
-        y=X @ u + eps,
-        u=u,
-        eps=eps,
-        X_test=X_test,
-        y_test=y_test,
-        sigma_x2=1.0 / N,
-        sigma_eps2=float(sigma_eps2),
-    )
+    return gaussian_teacher_student(N, P, sigma_eps2, rng, n_test=n_test, sigma_u2=sigma_u2)
 
 
 def to_dataset(data: TeacherStudentData) -> xr.Dataset:
