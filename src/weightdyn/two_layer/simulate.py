@@ -1,0 +1,1235 @@
+"""Gradient flow, SGD and stochastic gradient flow of the two-layer linear network.
+
+Paper 000, Section III. Network ``f(x) = W2 W1 x`` with ``W1`` (N_h, N_i), ``W2`` (N_o, N_h) and
+product ``w = W2 W1`` (N_o, N_i); data ``X`` (P, N_i), ``Y`` (P, N_o), one row per sample. Loss
+(Eq. 36) ``L = (1/2P) sum_mu |y_mu - w x_mu|^2``, minimised by ``w* = Sigma_yx Sigma_xx^{-1}``
+(Eq. 39), i.e. ``w*^T = lstsq(X, Y)``.
+
+All three dynamics share the "gradient matrix" ``G = Sigma^yx - w Sigma^xx`` (N_o, N_i) of a
+(mini-)batch, in terms of which (Eqs. 41, 53)::
+
+    -dL/dW1 = W2^T G,    -dL/dW2 = G W1^T .
+
+* **Gradient flow** (Eq. 53), ``G`` of the full batch, integrated by fixed-step RK4 or by an
+  adaptive Runge-Kutta method (``scipy.integrate.solve_ivp``, DOP853):
+  :func:`gradient_flow`. ``W2^T W2 - W1 W1^T`` is conserved (Eq. 42).
+* **SGD** (Eqs. 40-41), ``G`` of a mini-batch of size ``S``, one step
+  ``W1 += lr W2^T G, W2 += lr G W1^T`` (both from the old weights): :func:`sgd_kernel` (numba,
+  ``R`` replicas), :func:`run_sgd_two_layer` (burn-in, time blocks, moments, traces) and the
+  plain one-chain loop :func:`sgd_reference_chain`. Because ``G = (1/S) E^T X_B`` with residuals
+  ``E = Y_B - X_B w^T``, one step costs ``O(S N_o N_i + N_o N_h N_i)`` instead of the
+  ``O(S N_h N_i)`` of a forward/backward pass through the hidden layer; the kernel keeps ``w``
+  as state and recomputes it from ``W2 W1`` after every step (no drift of the product).
+* **Stochastic gradient flow** (Eqs. 51-52), Euler-Maruyama in SDE time ``t = lr * tau`` (one SGD
+  step advances ``t`` by ``lr``; the paper's ``t = tau / lambda`` is the typo listed in
+  ``docs/errata.md``) with the exact mini-batch noise at the current weights:
+  :func:`run_sgf_two_layer`, :func:`sgf_noise`.
+
+Mini-batch noise
+----------------
+With the per-sample negative gradients ``g_mu = (W2^T e_mu x_mu^T, e_mu (W1 x_mu)^T)``,
+``e_mu = y_mu - w x_mu``, and their mean ``G_full`` (the full-batch negative gradient), the
+mini-batch gradient has covariance ``c [(1/P) sum_mu g_mu g_mu^T - G_full G_full^T]`` with the
+App. C prefactor ``c = 1/S`` (with replacement) or ``(P - S)/(S (P - 1))`` (without); this is
+``lambda^-1`` times the covariance of ``(R_1, R_2)`` of Eq. 52 (Eqs. 45-47 before the
+large-``P`` Wick approximation of Eq. 48). It is drawn without forming the covariance::
+
+    xi = sqrt(c / P) sum_mu (z_mu - mean z) g_mu = (W2^T K, K W1^T),
+    K = sqrt(c / P) E^T diag(z - mean z) X,       z ~ N(0, 1_P),
+
+because ``Cov(z - mean z) = 1 - 1 1^T / P``. One Euler step of size ``dt`` is then
+``W1 += W2^T K_t, W2 += K_t W1^T`` with ``K_t = E^T diag(dt/P + sqrt(lr dt c / P) (z - mean z)) X``.
+
+Initialisations
+---------------
+:func:`gaussian_init`: i.i.d. Gaussian with the Glorot variances of Eq. 71 times ``init_scale``,
+``var W1 = init_scale / N_i``, ``var W2 = init_scale / N_h`` (the paper uses 1e-4 and 1).
+:func:`zero_balanced_init`: ``W2^T W2 = W1 W1^T`` (Eq. 42 with vanishing r.h.s.), built from a
+Gaussian ``W2`` of the same variance and its SVD ``W2 = U s V^T`` as ``W1 = V s O^T`` with a
+Haar-random ``O`` (N_i, k) with orthonormal columns, ``k = min(N_o, N_h) <= N_i``.
+
+Randomness and reproducibility
+------------------------------
+All randomness comes from a caller-supplied :class:`numpy.random.Generator`. SGD consumes
+uniforms ``(steps, R, S)`` and SGF standard normals ``(steps, R, P)`` drawn in fixed blocks of
+steps, independent of ``chunk_steps``; the moment sums are accumulated over fixed groups of
+records aligned to each time block, and chunk boundaries fall on group boundaries, so results
+are bit-identical for any ``chunk_steps`` (tested). The SGD kernel is single-threaded numba with
+only the ``reassoc`` and ``contract`` fast-math flags (NaN/Inf semantics kept), so reruns are
+bit-identical on the same build.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+from scipy.integrate import solve_ivp
+
+from weightdyn.single_layer.theory import noise_prefactor
+
+__all__ = [
+    "INTEGRATORS",
+    "SAMPLING_MODES",
+    "SECOND_MOMENTS",
+    "GradientFlowResult",
+    "TwoLayerSGDResult",
+    "balance",
+    "batch_indices_from_uniforms",
+    "gaussian_init",
+    "gradient_flow",
+    "least_squares_solution",
+    "loss",
+    "minibatch_noise_covariance",
+    "neg_gradients",
+    "per_sample_gradients",
+    "product_kernel",
+    "run_sgd_two_layer",
+    "run_sgf_two_layer",
+    "sgd_kernel",
+    "sgd_reference_chain",
+    "sgf_noise",
+    "zero_balanced_init",
+]
+
+SAMPLING_MODES = ("with", "without")
+INTEGRATORS = ("rk4", "adaptive")
+#: which second moments :func:`run_sgd_two_layer` accumulates
+SECOND_MOMENTS = ("all", "W2", "none")
+
+#: number of recorded snapshots per batched-matmul accumulation group
+_RECORD_GROUP = 32
+#: upper bound on the number of random numbers drawn per RNG block (memory bound)
+_RNG_BLOCK_MAX = 1 << 20
+#: upper bound on the number of steps drawn per RNG block
+_RNG_BLOCK_MAX_STEPS = 1024
+#: divergence threshold on |W1|_F, |W2|_F in units of (reference scale + 1)
+_DIVERGENCE_FACTOR = 1e6
+#: upper bound on the weight records held for one chunk (bytes)
+_CHUNK_RECORD_BYTES = 32 << 20
+#: refuse to allocate second-moment sums larger than this (bytes)
+_MAX_MOMENT_BYTES = 4 << 30
+
+
+def _check_sampling(sampling: str) -> bool:
+    """Return True for sampling with replacement; raise ValueError for unknown modes."""
+    if sampling not in SAMPLING_MODES:
+        raise ValueError(f"sampling must be one of {SAMPLING_MODES}, got sampling={sampling!r}")
+    return sampling == "with"
+
+
+def _as_data(X, Y) -> tuple[np.ndarray, np.ndarray]:
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    Y = np.ascontiguousarray(Y, dtype=np.float64)
+    if Y.ndim == 1:
+        Y = Y[:, None]
+    if X.ndim != 2 or Y.ndim != 2 or X.shape[0] != Y.shape[0]:
+        raise ValueError(f"X must have shape (P, N_i) and Y (P, N_o), got {X.shape}, {Y.shape}")
+    return X, Y
+
+
+# --------------------------------------------------------------------------------------
+# basic quantities
+# --------------------------------------------------------------------------------------
+
+
+def least_squares_solution(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
+    """``w* = Sigma_yx Sigma_xx^+`` (Eq. 39), shape (N_o, N_i): the minimum-norm solution."""
+    X, Y = _as_data(X, Y)
+    return np.linalg.lstsq(X, Y, rcond=None)[0].T
+
+
+def loss(X: np.ndarray, Y: np.ndarray, W1: np.ndarray, W2: np.ndarray) -> float:
+    """Full-batch loss Eq. 36, ``(1/2P) sum_mu |y_mu - W2 W1 x_mu|^2``."""
+    X, Y = _as_data(X, Y)
+    E = Y - X @ (W2 @ W1).T
+    return float(0.5 * np.sum(E * E) / X.shape[0])
+
+
+def neg_gradients(
+    X: np.ndarray, Y: np.ndarray, W1: np.ndarray, W2: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Full-batch ``(-dL/dW1, -dL/dW2) = (W2^T G, G W1^T)``, ``G = Sigma_yx - W2 W1 Sigma_xx``
+    (right-hand side of Eq. 53)."""
+    X, Y = _as_data(X, Y)
+    G = (Y - X @ (W2 @ W1).T).T @ X / X.shape[0]
+    return W2.T @ G, G @ W1.T
+
+
+def balance(W1: np.ndarray, W2: np.ndarray) -> np.ndarray:
+    """``W2^T W2 - W1 W1^T`` (N_h, N_h), conserved by gradient flow (Eq. 42)."""
+    return W2.T @ W2 - W1 @ W1.T
+
+
+def per_sample_gradients(
+    X: np.ndarray, Y: np.ndarray, W1: np.ndarray, W2: np.ndarray
+) -> np.ndarray:
+    """Negative per-sample gradients ``g_mu`` (P, N_h N_i + N_o N_h) of ``(1/2)|y_mu - w x_mu|^2``.
+
+    Row ``mu`` is ``[vec(W2^T e_mu x_mu^T), vec(e_mu (W1 x_mu)^T)]`` flattened row-major
+    (C order), ``e_mu = y_mu - W2 W1 x_mu``; their mean is :func:`neg_gradients`.
+    """
+    X, Y = _as_data(X, Y)
+    E = Y - X @ (W2 @ W1).T  # (P, N_o)
+    g1 = np.einsum("ph,pi->phi", E @ W2, X)  # W2^T e_mu x_mu^T
+    g2 = np.einsum("po,ph->poh", E, X @ W1.T)  # e_mu h_mu^T
+    P = X.shape[0]
+    return np.concatenate([g1.reshape(P, -1), g2.reshape(P, -1)], axis=1)
+
+
+def minibatch_noise_covariance(
+    X: np.ndarray,
+    Y: np.ndarray,
+    W1: np.ndarray,
+    W2: np.ndarray,
+    batch_size: int,
+    sampling: str = "with",
+) -> np.ndarray:
+    """Covariance of the mini-batch gradient about the full gradient at (W1, W2).
+
+    ``c [(1/P) sum_mu g_mu g_mu^T - G G^T]`` (Eqs. 45-47 mapped through Eq. 52, divided by
+    ``lambda``) over the flattened ``[vec W1, vec W2]`` (row-major), from
+    :func:`per_sample_gradients`; ``c`` is the App. C prefactor. Exact for one SGD step.
+    """
+    g = per_sample_gradients(X, Y, W1, W2)
+    P = g.shape[0]
+    c = noise_prefactor(P, batch_size, sampling)
+    G = g.mean(axis=0)
+    return c * (g.T @ g / P - np.outer(G, G))
+
+
+# --------------------------------------------------------------------------------------
+# initialisations
+# --------------------------------------------------------------------------------------
+
+
+def _shape_R(replicas: int | None) -> tuple[int, ...]:
+    if replicas is None:
+        return ()
+    if int(replicas) < 1:
+        raise ValueError(f"replicas must be >= 1, got {replicas}")
+    return (int(replicas),)
+
+
+def gaussian_init(
+    N_i: int,
+    N_h: int,
+    N_o: int,
+    rng: np.random.Generator,
+    init_scale: float = 1.0,
+    replicas: int | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """I.i.d. Gaussian weights with variances ``init_scale/N_i`` (W1) and ``init_scale/N_h`` (W2).
+
+    Eq. 71 (Glorot) for ``init_scale = 1``; Fig. 6b uses ``1e-4``. Returns ``W1`` (N_h, N_i),
+    ``W2`` (N_o, N_h), with a leading replica axis if ``replicas`` is given. Draw order W1, W2.
+    """
+    if init_scale < 0:
+        raise ValueError(f"init_scale must be >= 0, got {init_scale}")
+    lead = _shape_R(replicas)
+    W1 = rng.normal(0.0, np.sqrt(init_scale / N_i), size=(*lead, N_h, N_i))
+    W2 = rng.normal(0.0, np.sqrt(init_scale / N_h), size=(*lead, N_o, N_h))
+    return W1, W2
+
+
+def zero_balanced_init(
+    N_i: int,
+    N_h: int,
+    N_o: int,
+    rng: np.random.Generator,
+    init_scale: float = 1.0,
+    replicas: int | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Zero-balanced weights, ``W2^T W2 = W1 W1^T`` (Eq. 42 with vanishing r.h.s.).
+
+    ``W2`` is Gaussian with variance ``init_scale/N_h`` (Eq. 71); with its thin SVD
+    ``W2 = U s V^T`` (k = min(N_o, N_h) singular values), ``W1 = V s O^T`` with ``O`` (N_i, k)
+    Haar-random orthonormal columns, so ``W1 W1^T = V s^2 V^T = W2^T W2`` (to rounding).
+    Needs ``min(N_o, N_h) <= N_i``. Returns ``W1`` (N_h, N_i), ``W2`` (N_o, N_h), with a leading
+    replica axis if ``replicas`` is given.
+    """
+    k = min(N_o, N_h)
+    if k > N_i:
+        raise ValueError(f"zero-balanced init needs min(N_o, N_h) <= N_i, got {k} > {N_i}")
+    if init_scale < 0:
+        raise ValueError(f"init_scale must be >= 0, got {init_scale}")
+    R = 1 if replicas is None else _shape_R(replicas)[0]
+    W1 = np.empty((R, N_h, N_i))
+    W2 = np.empty((R, N_o, N_h))
+    for r in range(R):
+        A = rng.normal(0.0, np.sqrt(init_scale / N_h), size=(N_o, N_h))
+        U, s, Vt = np.linalg.svd(A, full_matrices=False)  # U (N_o,k), s (k,), Vt (k,N_h)
+        Q, Rq = np.linalg.qr(rng.standard_normal((N_i, k)))
+        O = Q * np.sign(np.diag(Rq))  # noqa: E741  (Haar, Mezzadri's sign fix)
+        W2[r] = (U * s) @ Vt
+        W1[r] = (Vt.T * s) @ O.T
+    if replicas is None:
+        return W1[0], W2[0]
+    return W1, W2
+
+
+# --------------------------------------------------------------------------------------
+# gradient flow (Eq. 53)
+# --------------------------------------------------------------------------------------
+
+
+@dataclass
+class GradientFlowResult:
+    """Trajectory summary of :func:`gradient_flow` at times ``t`` and the end point.
+
+    ``loss`` (Eq. 36), ``D1 = |W1|_F^2``, ``D2 = |W2|_F^2``, ``rel_dist = |W2 W1 - w*|_F/|w*|_F``,
+    ``balance_err = |Q(t) - Q(0)|_F`` with ``Q = W2^T W2 - W1 W1^T`` (Eq. 42), ``grad_norm`` the
+    Frobenius norm of the full gradient. ``W1, W2`` are the end point (at ``t[-1]``, which is
+    earlier than ``t_max`` if the run stopped at ``gtol``); ``n_steps`` counts RK4 steps or
+    accepted adaptive steps, ``n_fev`` right-hand-side evaluations.
+    """
+
+    t: np.ndarray
+    loss: np.ndarray
+    D1: np.ndarray
+    D2: np.ndarray
+    rel_dist: np.ndarray
+    balance_err: np.ndarray
+    grad_norm: np.ndarray
+    W1: np.ndarray
+    W2: np.ndarray
+    w_star: np.ndarray
+    method: str
+    n_steps: int
+    n_fev: int
+    converged: bool
+
+
+def gradient_flow(
+    X: np.ndarray,
+    Y: np.ndarray,
+    W1: np.ndarray,
+    W2: np.ndarray,
+    t_max: float,
+    *,
+    method: str = "adaptive",
+    dt: float = 0.05,
+    rtol: float = 1e-11,
+    atol: float = 1e-14,
+    t_eval: np.ndarray | None = None,
+    n_out: int = 101,
+    gtol: float | None = None,
+) -> GradientFlowResult:
+    """Integrate the gradient flow Eq. 53 from ``(W1, W2)`` up to ``t_max`` (or to ``gtol``).
+
+    ``method="rk4"``: classical RK4; between consecutive output times the interval is split
+    into ``ceil(interval/dt)`` equal steps (so a uniform ``t_eval`` with spacing a multiple of
+    ``dt`` gives exactly step ``dt``; error O(dt^4)). ``method="adaptive"``: DOP853 of
+    ``scipy.integrate.solve_ivp`` with ``rtol``/``atol``, restarted at every output time.
+
+    Output times: ``t_eval`` (increasing, starting at 0) or ``n_out`` points, 0 and a geometric
+    grid from ``min(1, t_max/100)`` to ``t_max`` (plateaus of small initialisations are
+    logarithmic in time). If ``gtol`` is given, the run stops at the first output time with
+    gradient norm ``<= gtol`` (``converged`` reports whether that happened; without ``gtol``
+    ``converged`` is ``grad_norm[-1] <= 1e-10 (|w*| + 1)``).
+
+    Time is the gradient-flow time of Eq. 53: ``lr`` per step of full-batch GD.
+    """
+    if method not in INTEGRATORS:
+        raise ValueError(f"method must be one of {INTEGRATORS}, got method={method!r}")
+    X, Y = _as_data(X, Y)
+    W1 = np.array(W1, dtype=float)
+    W2 = np.array(W2, dtype=float)
+    P, N_i = X.shape
+    N_o = Y.shape[1]
+    N_h = W1.shape[0]
+    if W1.shape != (N_h, N_i) or W2.shape != (N_o, N_h):
+        raise ValueError(f"need W1 (N_h, {N_i}) and W2 ({N_o}, N_h), got {W1.shape}, {W2.shape}")
+    if not t_max > 0:
+        raise ValueError(f"t_max must be > 0, got {t_max}")
+    if t_eval is None:
+        t_lo = min(1.0, t_max / 100.0)
+        t_eval = np.concatenate([[0.0], np.geomspace(t_lo, t_max, max(int(n_out) - 1, 1))])
+    t_eval = np.asarray(t_eval, dtype=float)
+    if t_eval[0] != 0.0 or np.any(np.diff(t_eval) <= 0):
+        raise ValueError("t_eval must start at 0 and increase strictly")
+    Sxx = X.T @ X / P
+    Syx = Y.T @ X / P
+    w_star = least_squares_solution(X, Y)
+    w_norm = float(np.linalg.norm(w_star))
+    n1 = N_h * N_i
+    Q0 = balance(W1, W2)
+    n_fev = 0
+
+    def rhs(W1_, W2_):
+        nonlocal n_fev
+        n_fev += 1
+        G = Syx - (W2_ @ W1_) @ Sxx
+        return W2_.T @ G, G @ W1_.T
+
+    def summary(W1_, W2_):
+        w = W2_ @ W1_
+        G = Syx - w @ Sxx
+        E = Y - X @ w.T
+        g = np.sqrt(np.sum((W2_.T @ G) ** 2) + np.sum((G @ W1_.T) ** 2))
+        return (
+            0.5 * np.sum(E * E) / P,
+            np.sum(W1_**2),
+            np.sum(W2_**2),
+            np.linalg.norm(w - w_star) / (w_norm if w_norm > 0 else 1.0),
+            np.linalg.norm(balance(W1_, W2_) - Q0),
+            g,
+        )
+
+    def fun(_t, v):
+        d1, d2 = rhs(v[:n1].reshape(N_h, N_i), v[n1:].reshape(N_o, N_h))
+        return np.concatenate([d1.ravel(), d2.ravel()])
+
+    rows = [summary(W1, W2)]
+    n_steps = 0
+    stopped = False
+    k_end = 0
+    with np.errstate(all="ignore"):
+        for k in range(1, t_eval.size):
+            if gtol is not None and rows[-1][5] <= gtol:
+                stopped = True
+                break
+            span = t_eval[k] - t_eval[k - 1]
+            if method == "rk4":
+                m = max(1, int(np.ceil(span / dt - 1e-9)))
+                h = span / m
+                for _ in range(m):
+                    a1, b1 = rhs(W1, W2)
+                    a2, b2 = rhs(W1 + 0.5 * h * a1, W2 + 0.5 * h * b1)
+                    a3, b3 = rhs(W1 + 0.5 * h * a2, W2 + 0.5 * h * b2)
+                    a4, b4 = rhs(W1 + h * a3, W2 + h * b3)
+                    W1 = W1 + h / 6.0 * (a1 + 2.0 * a2 + 2.0 * a3 + a4)
+                    W2 = W2 + h / 6.0 * (b1 + 2.0 * b2 + 2.0 * b3 + b4)
+                n_steps += m
+            else:
+                v0 = np.concatenate([W1.ravel(), W2.ravel()])
+                sol = solve_ivp(
+                    fun, (t_eval[k - 1], t_eval[k]), v0, method="DOP853", rtol=rtol, atol=atol
+                )
+                if not sol.success:
+                    raise RuntimeError(f"solve_ivp failed: {sol.message}")
+                v = sol.y[:, -1]
+                W1 = v[:n1].reshape(N_h, N_i).copy()
+                W2 = v[n1:].reshape(N_o, N_h).copy()
+                n_steps += sol.t.size - 1
+            rows.append(summary(W1, W2))
+            k_end = k
+            if not np.all(np.isfinite(rows[-1])):
+                break
+    arr = np.array(rows, dtype=float)
+    if gtol is not None:
+        converged = stopped or bool(arr[-1, 5] <= gtol)
+    else:
+        converged = bool(arr[-1, 5] <= 1e-10 * (w_norm + 1.0))
+    return GradientFlowResult(
+        t=t_eval[: k_end + 1].copy(),
+        loss=arr[:, 0],
+        D1=arr[:, 1],
+        D2=arr[:, 2],
+        rel_dist=arr[:, 3],
+        balance_err=arr[:, 4],
+        grad_norm=arr[:, 5],
+        W1=W1,
+        W2=W2,
+        w_star=w_star,
+        method=method,
+        n_steps=n_steps,
+        n_fev=n_fev,
+        converged=converged,
+    )
+
+
+# --------------------------------------------------------------------------------------
+# SGD: numba kernel (Eqs. 40-41)
+# --------------------------------------------------------------------------------------
+
+
+@njit(cache=True, boundscheck=False, fastmath={"reassoc", "contract"})
+def product_kernel(W1, W2, Wp):
+    """``Wp[r] = W2[r] @ W1[r]`` for all replicas, in the kernel's summation order."""
+    R, N_h, N_i = W1.shape
+    N_o = W2.shape[1]
+    for r in range(R):
+        w = Wp[r]
+        for o in range(N_o):
+            for i in range(N_i):
+                w[o, i] = 0.0
+        for j in range(N_h):
+            row = W1[r, j]
+            for o in range(N_o):
+                b = W2[r, o, j]
+                for i in range(N_i):
+                    w[o, i] += b * row[i]
+
+
+@njit(cache=True, boundscheck=False, fastmath={"reassoc", "contract"})
+def sgd_kernel(
+    X, Y, W1, W2, Wp, lr, u, with_replacement, perm, thin, rec1, rec2, diag, w_star, bound
+):
+    """Advance ``R`` SGD replicas of the two-layer network by ``n`` steps in place (Eq. 41).
+
+    Parameters
+    ----------
+    X, Y : (P, N_i), (P, N_o) float64 training data.
+    W1, W2 : (R, N_h, N_i), (R, N_o, N_h) float64, C-contiguous; updated in place.
+    Wp : (R, N_o, N_i) the products ``W2 W1`` (state; initialise with :func:`product_kernel`).
+    lr : learning rate lambda.
+    u : (n, R, S) uniforms in [0, 1) choosing the mini-batches (rule: see
+        :func:`batch_indices_from_uniforms`).
+    with_replacement : bool.
+    perm : (R, P) int64 per-replica permutation state (used only without replacement).
+    thin : record after every ``thin``-th step of this call (record ``k`` after step
+        ``(k + 1) thin``): weights into ``rec1[k], rec2[k]`` while ``k < rec1.shape[0]``,
+        diagnostics ``(|W1|_F^2, |W2|_F^2, |W2 W1 - w*|_F^2)`` into ``diag[k]`` while
+        ``k < diag.shape[0]``.
+    rec1, rec2 : (n_rec, R, N_h, N_i), (n_rec, R, N_o, N_h) record buffers (n_rec may be 0).
+    diag : (n_diag, R, 3) diagnostics buffer.
+    w_star : (N_o, N_i) reference product for the distance diagnostic.
+    bound : a replica with ``|W1|_F`` or ``|W2|_F`` above ``bound`` or non-finite (checked at
+        every record and at the end) is flagged and not advanced further in this call.
+
+    Returns
+    -------
+    diverged : (R,) bool.
+
+    One step, with ``c = lr / S`` and the batch ``B``::
+
+        K = c sum_{s in B} (y_s - w x_s) x_s^T           (= lr G, G = Sigma^yx - w Sigma^xx)
+        W2_new = W2 + K W1^T,  W1_new = W1 + W2^T K,  w = W2_new W1_new .
+    """
+    n, R, S = u.shape
+    P, N_i = X.shape
+    N_o = Y.shape[1]
+    N_h = W1.shape[1]
+    n_rec = rec1.shape[0]
+    n_diag = diag.shape[0]
+    idx = np.empty(S, np.int64)
+    K = np.empty((N_o, N_i), np.float64)
+    d2 = np.empty(N_o, np.float64)
+    diverged = np.zeros(R, np.bool_)
+    c = lr / S
+    bound2 = bound * bound
+    for r in range(R):
+        w1 = W1[r]
+        w2 = W2[r]
+        w = Wp[r]
+        pr = perm[r]
+        k_rec = 0
+        for t in range(n):
+            # --- mini-batch indices (App. C sampling) ---
+            if with_replacement:
+                for s in range(S):
+                    k = int(u[t, r, s] * P)
+                    if k >= P:
+                        k = P - 1
+                    idx[s] = k
+            else:
+                for j in range(S):
+                    k = j + int(u[t, r, j] * (P - j))
+                    if k >= P:
+                        k = P - 1
+                    tmp = pr[j]
+                    pr[j] = pr[k]
+                    pr[k] = tmp
+                    idx[j] = pr[j]
+            # --- K = (lr/S) sum_s e_s x_s^T, e_s = y_s - w x_s ---
+            for o in range(N_o):
+                for i in range(N_i):
+                    K[o, i] = 0.0
+            for s in range(S):
+                xs = X[idx[s]]
+                ys = Y[idx[s]]
+                for o in range(N_o):
+                    wo = w[o]
+                    a = 0.0
+                    for i in range(N_i):
+                        a += wo[i] * xs[i]
+                    e = c * (ys[o] - a)
+                    Ko = K[o]
+                    for i in range(N_i):
+                        Ko[i] += e * xs[i]
+            # --- row by row of W1: dW2[:, j] = K W1[j]^T (old W1), W1[j] += W2[:, j]^T K (old
+            #     W2), then W2[:, j] += dW2[:, j] and w += W2[:, j] W1[j] (new weights) ---
+            for o in range(N_o):
+                for i in range(N_i):
+                    w[o, i] = 0.0
+            for j in range(N_h):
+                row = w1[j]
+                for o in range(N_o):
+                    Ko = K[o]
+                    a = 0.0
+                    for i in range(N_i):
+                        a += Ko[i] * row[i]
+                    d2[o] = a
+                for o in range(N_o):
+                    b = w2[o, j]
+                    Ko = K[o]
+                    for i in range(N_i):
+                        row[i] += b * Ko[i]
+                for o in range(N_o):
+                    b = w2[o, j] + d2[o]
+                    w2[o, j] = b
+                    wo = w[o]
+                    for i in range(N_i):
+                        wo[i] += b * row[i]
+            if (t + 1) % thin == 0:
+                s1 = 0.0
+                for j in range(N_h):
+                    for i in range(N_i):
+                        s1 += w1[j, i] * w1[j, i]
+                s2 = 0.0
+                for o in range(N_o):
+                    for j in range(N_h):
+                        s2 += w2[o, j] * w2[o, j]
+                if not (s1 <= bound2 and s2 <= bound2):
+                    diverged[r] = True
+                    break
+                if k_rec < n_diag:
+                    s3 = 0.0
+                    for o in range(N_o):
+                        for i in range(N_i):
+                            dd = w[o, i] - w_star[o, i]
+                            s3 += dd * dd
+                    diag[k_rec, r, 0] = s1
+                    diag[k_rec, r, 1] = s2
+                    diag[k_rec, r, 2] = s3
+                if k_rec < n_rec:
+                    rec1[k_rec, r] = w1
+                    rec2[k_rec, r] = w2
+                k_rec += 1
+        if not diverged[r]:
+            s1 = 0.0
+            for j in range(N_h):
+                for i in range(N_i):
+                    s1 += w1[j, i] * w1[j, i]
+            s2 = 0.0
+            for o in range(N_o):
+                for j in range(N_h):
+                    s2 += w2[o, j] * w2[o, j]
+            if not (s1 <= bound2 and s2 <= bound2):
+                diverged[r] = True
+    return diverged
+
+
+# --------------------------------------------------------------------------------------
+# plain-python reference and index helper
+# --------------------------------------------------------------------------------------
+
+
+def sgd_reference_chain(
+    X: np.ndarray,
+    Y: np.ndarray,
+    W1: np.ndarray,
+    W2: np.ndarray,
+    lr: float,
+    batch_indices: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Readable one-chain SGD (Eqs. 40-41) on given mini-batch indices ``(n_steps, S)``.
+
+    Returns the final ``(W1, W2)``.
+    """
+    X, Y = _as_data(X, Y)
+    W1 = np.array(W1, dtype=float)
+    W2 = np.array(W2, dtype=float)
+    batch_indices = np.asarray(batch_indices)
+    S = batch_indices.shape[1]
+    for batch in batch_indices:
+        xb, yb = X[batch], Y[batch]
+        G = (yb - xb @ (W2 @ W1).T).T @ xb / S  # Sigma^yx - W2 W1 Sigma^xx of the batch
+        W1, W2 = W1 + lr * W2.T @ G, W2 + lr * G @ W1.T
+    return W1, W2
+
+
+def batch_indices_from_uniforms(
+    u: np.ndarray, P: int, sampling: str, perm: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """The kernel's mini-batch indices (n, R, S) from uniforms ``u`` (n, R, S).
+
+    With replacement ``idx = min(floor(u P), P - 1)``. Without replacement a partial
+    Fisher-Yates shuffle of a per-replica permutation ``perm`` (R, P) that persists across
+    steps (default start: identity): ``for j < S: k = j + floor(u_j (P - j)); swap(perm[j],
+    perm[k])``, batch ``perm[:S]``. Returns ``(indices, advanced perm or None)``.
+    Identical to :func:`weightdyn.single_layer.simulate.batch_indices_from_uniforms`.
+    """
+    from weightdyn.single_layer.simulate import batch_indices_from_uniforms as _bi
+
+    return _bi(u, P, sampling, perm)
+
+
+# --------------------------------------------------------------------------------------
+# random streams
+# --------------------------------------------------------------------------------------
+
+
+class _Stream:
+    """Random numbers (n, R, k) served from ``rng`` in fixed blocks of steps.
+
+    The sequence of draws depends only on (R, k), never on how the consumer slices it, which
+    makes the drivers invariant under ``chunk_steps``. ``kind`` is ``"uniform"`` or ``"normal"``.
+    """
+
+    def __init__(self, rng: np.random.Generator, R: int, k: int, kind: str):
+        self.rng = rng
+        self.shape = (R, k)
+        self.kind = kind
+        self.block_steps = int(max(1, min(_RNG_BLOCK_MAX_STEPS, _RNG_BLOCK_MAX // max(1, R * k))))
+        self.buf = np.empty((0, R, k))
+        self.pos = 0
+
+    def take(self, n: int) -> np.ndarray:
+        parts = []
+        while n > 0:
+            if self.pos == self.buf.shape[0]:
+                size = (self.block_steps, *self.shape)
+                if self.kind == "uniform":
+                    self.buf = self.rng.random(size)
+                else:
+                    self.buf = self.rng.standard_normal(size)
+                self.pos = 0
+            m = min(n, self.buf.shape[0] - self.pos)
+            parts.append(self.buf[self.pos : self.pos + m])
+            self.pos += m
+            n -= m
+        if len(parts) == 1:
+            return np.ascontiguousarray(parts[0])
+        return np.concatenate(parts, axis=0)
+
+
+# --------------------------------------------------------------------------------------
+# steppers: advance(n, thin, rec1, rec2, diag) -> diverged flags (R,)
+# --------------------------------------------------------------------------------------
+
+
+class _SGDStepper:
+    def __init__(self, X, Y, W1, W2, lr, S, with_replacement, rng, w_star, bound):
+        self.X, self.Y, self.W1, self.W2 = X, Y, W1, W2
+        R, _, N_i = W1.shape
+        self.Wp = np.empty((R, Y.shape[1], N_i))
+        product_kernel(W1, W2, self.Wp)
+        self.lr, self.with_replacement = float(lr), bool(with_replacement)
+        self.perm = np.tile(np.arange(X.shape[0], dtype=np.int64), (R, 1))
+        self.stream = _Stream(rng, R, S, "uniform")
+        self.w_star, self.bound = w_star, bound
+
+    def advance(self, n, thin, rec1, rec2, diag):
+        u = self.stream.take(n)
+        return sgd_kernel(
+            self.X, self.Y, self.W1, self.W2, self.Wp, self.lr, u, self.with_replacement,
+            self.perm, thin, rec1, rec2, diag, self.w_star, self.bound,
+        )  # fmt: skip
+
+
+class _SGFStepper:
+    """Euler-Maruyama for Eqs. 51-52 with the exact mini-batch noise (module docstring)."""
+
+    def __init__(self, X, Y, W1, W2, lr, S, sampling, dt, rng, w_star, bound):
+        self.X, self.Y, self.W1, self.W2 = X, Y, W1, W2
+        P = X.shape[0]
+        c = noise_prefactor(P, S, sampling)
+        self.drift = dt / P
+        self.amp = np.sqrt(lr * dt * c / P)
+        self.stream = _Stream(rng, W1.shape[0], P, "normal")
+        self.w_star, self.bound = w_star, bound
+
+    def advance(self, n, thin, rec1, rec2, diag):
+        X, Y, W1, W2 = self.X, self.Y, self.W1, self.W2
+        zeta = self.stream.take(n)
+        R = W1.shape[0]
+        alive = np.ones(R, dtype=bool)
+        k_rec = 0
+        with np.errstate(all="ignore"):
+            for t in range(n):
+                z = zeta[t]
+                a = self.drift + self.amp * (z - z.mean(axis=1, keepdims=True))  # (R, P)
+                w = np.matmul(W2, W1)  # (R, N_o, N_i)
+                E = Y - np.matmul(X, w.transpose(0, 2, 1))  # (R, P, N_o)
+                Kt = np.matmul((E * a[:, :, None]).transpose(0, 2, 1), X)  # (R, N_o, N_i)
+                dW1 = np.matmul(W2.transpose(0, 2, 1), Kt)
+                W2 += np.matmul(Kt, W1.transpose(0, 2, 1))
+                W1 += dW1
+                if (t + 1) % thin == 0:
+                    s1 = np.sum(W1 * W1, axis=(1, 2))
+                    s2 = np.sum(W2 * W2, axis=(1, 2))
+                    ok = (s1 <= self.bound**2) & (s2 <= self.bound**2)
+                    if not ok.all():
+                        return ~ok
+                    if k_rec < diag.shape[0]:
+                        dd = np.matmul(W2, W1) - self.w_star
+                        diag[k_rec, :, 0] = s1
+                        diag[k_rec, :, 1] = s2
+                        diag[k_rec, :, 2] = np.sum(dd * dd, axis=(1, 2))
+                    if k_rec < rec1.shape[0]:
+                        rec1[k_rec] = W1
+                        rec2[k_rec] = W2
+                    k_rec += 1
+            s1 = np.sum(W1 * W1, axis=(1, 2))
+            s2 = np.sum(W2 * W2, axis=(1, 2))
+        alive &= (s1 <= self.bound**2) & (s2 <= self.bound**2)
+        return ~alive
+
+
+def sgf_noise(
+    X: np.ndarray,
+    Y: np.ndarray,
+    W1: np.ndarray,
+    W2: np.ndarray,
+    batch_size: int,
+    sampling: str,
+    rng: np.random.Generator,
+    size: int = 1,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``size`` draws of the mini-batch gradient noise ``xi = (xi1, xi2)`` at ``(W1, W2)``.
+
+    ``xi = sqrt(c/P) sum_mu (z_mu - mean z) g_mu`` with ``P`` standard normals ``z`` per draw
+    (module docstring); its covariance is :func:`minibatch_noise_covariance`. Returns arrays
+    of shape (size, N_h, N_i) and (size, N_o, N_h). The SGF noise of Eq. 52 is ``sqrt(lr) xi``.
+    """
+    X, Y = _as_data(X, Y)
+    P = X.shape[0]
+    c = noise_prefactor(P, batch_size, sampling)
+    z = rng.standard_normal((size, P))
+    z -= z.mean(axis=1, keepdims=True)
+    E = Y - X @ (W2 @ W1).T  # (P, N_o)
+    K = np.sqrt(c / P) * np.matmul((E[None] * z[:, :, None]).transpose(0, 2, 1), X)
+    return np.matmul(W2.T, K), np.matmul(K, W1.T)
+
+
+# --------------------------------------------------------------------------------------
+# driver
+# --------------------------------------------------------------------------------------
+
+
+@dataclass
+class TwoLayerSGDResult:
+    """Moments per (replica, time block) group and traces of an SGD or SGF run.
+
+    Group ``g = replica * n_blocks + block``. With ``dW1 = W1 - W1_ref`` flattened row-major to
+    ``n1 = N_h N_i`` entries and ``dW2 = W2 - W2_ref`` to ``n2 = N_o N_h``: ``sum_dW1`` (G, n1),
+    ``sum_dW2`` (G, n2) and, as selected by ``second_moments``, ``sum_dW1dW1`` (G, n1, n1),
+    ``sum_dW2dW2`` (G, n2, n2), ``sum_dW1dW2`` (G, n1, n2) (``None`` when not accumulated), all
+    sums over ``n_records[g]`` snapshots; NaN if ``diverged``.
+
+    Traces over the whole run (burn-in included), one point every ``trace_every`` steps at
+    ``trace_step`` (steps done): snapshots ``trace_D1 = |W1|_F^2``, ``trace_D2 = |W2|_F^2``,
+    ``trace_dist = |W2 W1 - w*|_F`` (R columns) and their time averages over the records
+    (every ``thin`` steps) of the preceding window, ``trace_D1_avg``, ``trace_D2_avg``,
+    ``trace_dist_avg`` (the latter the window mean of ``|W2 W1 - w*|_F``). Drift of ``D2`` at
+    small ``trace_dist`` is motion along the manifold of minima. Points after a divergence are NaN.
+
+    ``kind`` is ``"sgd"`` or ``"sgf"``; for SGF the step counts are Euler steps of size ``dt``
+    (SDE time ``t = lr tau``), for SGD ``dt = lr``.
+    """
+
+    kind: str
+    sum_dW1: np.ndarray
+    sum_dW2: np.ndarray
+    sum_dW1dW1: np.ndarray | None
+    sum_dW2dW2: np.ndarray | None
+    sum_dW1dW2: np.ndarray | None
+    n_records: np.ndarray
+    group_replica: np.ndarray
+    group_block: np.ndarray
+    diverged: bool
+    diverged_replicas: np.ndarray
+    burnin_steps: int
+    sample_steps: int
+    thin: int
+    n_blocks: int
+    replicas: int
+    lr: float
+    dt: float
+    batch_size: int
+    sampling: str
+    W1_ref: np.ndarray
+    W2_ref: np.ndarray
+    w_star: np.ndarray
+    trace_every: int
+    trace_step: np.ndarray
+    trace_D1: np.ndarray
+    trace_D2: np.ndarray
+    trace_dist: np.ndarray
+    trace_D1_avg: np.ndarray
+    trace_D2_avg: np.ndarray
+    trace_dist_avg: np.ndarray
+    final_W1: np.ndarray
+    final_W2: np.ndarray
+    elapsed_s: float
+
+
+class _Progress:
+    def __init__(self, callback, total: int, replicas: int, label: str):
+        self.callback = callback
+        self.total = max(int(total), 1)
+        self.replicas = replicas
+        self.label = label
+        self.next_frac = 0.1
+        self.t0 = time.perf_counter()
+        self.last = -1
+
+    def update(self, done: int, force: bool = False) -> None:
+        if self.callback is None or done == self.last:
+            return
+        if force or done / self.total >= self.next_frac - 1e-12:
+            self.last = done
+            dt = max(time.perf_counter() - self.t0, 1e-12)
+            self.callback(
+                f"{self.label} steps {done}/{self.total} ({100.0 * done / self.total:.0f}%), "
+                f"{done * self.replicas / dt:.3g} replica-steps/s"
+            )
+            while self.next_frac <= done / self.total + 1e-12:
+                self.next_frac += 0.1
+
+
+class _Trace:
+    """Window sums of the per-record diagnostics, added strictly in record order."""
+
+    def __init__(self, R: int, per_window: int, n_windows: int, thin: int):
+        self.m = per_window
+        self.thin = thin
+        self.acc = np.zeros((R, 3))
+        self.cnt = 0
+        self.k = 0
+        self.n_rec = 0
+        self.snap = np.full((n_windows, R, 3), np.nan)
+        self.avg = np.full((n_windows, R, 3), np.nan)
+
+    def add(self, diag: np.ndarray) -> None:
+        for d in diag:
+            d = d.copy()
+            d[:, 2] = np.sqrt(d[:, 2])  # |w - w*|_F
+            self.acc += d
+            self.cnt += 1
+            self.n_rec += 1
+            if self.cnt == self.m:
+                if self.k < self.snap.shape[0]:
+                    self.snap[self.k] = d
+                    self.avg[self.k] = self.acc / self.m
+                self.k += 1
+                self.acc[:] = 0.0
+                self.cnt = 0
+
+
+def _prepare_init(W_init, shape, name, replicas):
+    W = np.asarray(W_init, dtype=np.float64)
+    if W.ndim == 2:
+        W = np.broadcast_to(W, (1 if replicas is None else int(replicas), *W.shape))
+    W = np.array(W, dtype=np.float64, order="C", copy=True)
+    if W.ndim != 3 or W.shape[1:] != shape:
+        raise ValueError(f"{name} must have shape (R, {shape[0]}, {shape[1]}), got {W.shape}")
+    return W
+
+
+def _run(
+    kind,
+    X,
+    Y,
+    W1_ref,
+    W2_ref,
+    lr,
+    batch_size,
+    sampling,
+    W1_init,
+    W2_init,
+    burnin_steps,
+    sample_steps,
+    thin,
+    n_blocks,
+    rng,
+    *,
+    dt,
+    replicas,
+    w_star,
+    trace_every,
+    second_moments,
+    chunk_steps,
+    progress,
+):
+    with_replacement = _check_sampling(sampling)
+    if second_moments not in SECOND_MOMENTS:
+        raise ValueError(f"second_moments must be one of {SECOND_MOMENTS}, got {second_moments!r}")
+    X, Y = _as_data(X, Y)
+    P, N_i = X.shape
+    N_o = Y.shape[1]
+    W1_ref = np.ascontiguousarray(W1_ref, dtype=np.float64)
+    W2_ref = np.ascontiguousarray(W2_ref, dtype=np.float64)
+    if W1_ref.ndim != 2 or W1_ref.shape[1] != N_i:
+        raise ValueError(f"W1_ref must have shape (N_h, {N_i}), got {W1_ref.shape}")
+    N_h = W1_ref.shape[0]
+    if W2_ref.shape != (N_o, N_h):
+        raise ValueError(f"W2_ref must have shape ({N_o}, {N_h}), got {W2_ref.shape}")
+    W1 = _prepare_init(W1_init, (N_h, N_i), "W1_init", replicas)
+    W2 = _prepare_init(W2_init, (N_o, N_h), "W2_init", replicas)
+    if W1.shape[0] != W2.shape[0]:
+        raise ValueError(f"W1_init and W2_init disagree on R: {W1.shape[0]} vs {W2.shape[0]}")
+    R = W1.shape[0]
+    w_star = least_squares_solution(X, Y) if w_star is None else np.asarray(w_star, float)
+    w_star = np.ascontiguousarray(w_star, dtype=np.float64)
+    if w_star.shape != (N_o, N_i):
+        raise ValueError(f"w_star must have shape ({N_o}, {N_i}), got {w_star.shape}")
+    if not lr > 0:
+        raise ValueError(f"lr must be > 0, got lr={lr!r}")
+    S = int(batch_size)
+    if S < 1 or (not with_replacement and S > P):
+        raise ValueError(
+            f"batch_size={batch_size} must be >= 1 and <= P={P} for sampling without replacement"
+        )
+    thin, n_blocks = int(thin), int(n_blocks)
+    burnin_steps, sample_steps = int(burnin_steps), int(sample_steps)
+    if thin < 1 or n_blocks < 1 or burnin_steps < 0 or sample_steps < 1:
+        raise ValueError("need thin >= 1, n_blocks >= 1, burnin_steps >= 0, sample_steps >= 1")
+    if burnin_steps % thin != 0:
+        raise ValueError(f"burnin_steps={burnin_steps} must be a multiple of thin={thin}")
+    if sample_steps % (n_blocks * thin) != 0:
+        raise ValueError(
+            f"sample_steps={sample_steps} must be a multiple of n_blocks*thin={n_blocks * thin}"
+        )
+    total = burnin_steps + sample_steps
+    trace_every = int(trace_every) if trace_every is not None else max(thin, total // 100)
+    trace_every = max(thin, (trace_every // thin) * thin)
+    n1, n2 = N_h * N_i, N_o * N_h
+    G = R * n_blocks
+    want1 = second_moments == "all"
+    want2 = second_moments in ("all", "W2")
+    nbytes = 8 * G * ((n1 * n1 + n1 * n2) * want1 + n2 * n2 * want2)
+    if nbytes > _MAX_MOMENT_BYTES:
+        raise ValueError(
+            f"second moments would need {nbytes / 2**30:.1f} GiB; use second_moments='W2' or "
+            "fewer replicas / blocks"
+        )
+    block_steps = sample_steps // n_blocks
+    unit = thin * _RECORD_GROUP
+    # records of one chunk stay below _CHUNK_RECORD_BYTES (at least one record group)
+    max_units = max(1, _CHUNK_RECORD_BYTES // (8 * R * (n1 + n2) * _RECORD_GROUP))
+    chunk = min(max(1, int(chunk_steps) // unit), max_units) * unit
+
+    sum_dW1 = np.zeros((G, n1))
+    sum_dW2 = np.zeros((G, n2))
+    s11 = np.zeros((G, n1, n1)) if want1 else None
+    s12 = np.zeros((G, n1, n2)) if want1 else None
+    s22 = np.zeros((G, n2, n2)) if want2 else None
+    n_records = np.zeros(G, dtype=np.int64)
+    group_replica = np.repeat(np.arange(R), n_blocks)
+    group_block = np.tile(np.arange(n_blocks), R)
+
+    with np.errstate(all="ignore"):
+        scale = max(
+            np.max(np.abs(w_star), initial=0.0),
+            np.linalg.norm(W1_ref),
+            np.linalg.norm(W2_ref),
+            np.max(np.linalg.norm(W1.reshape(R, -1), axis=1), initial=0.0),
+            np.max(np.linalg.norm(W2.reshape(R, -1), axis=1), initial=0.0),
+        )
+        bound = float(_DIVERGENCE_FACTOR * (scale + 1.0)) if np.isfinite(scale) else np.inf
+        div_r = ~(
+            np.isfinite(W1.reshape(R, -1)).all(axis=1) & np.isfinite(W2.reshape(R, -1)).all(axis=1)
+        )
+    if kind == "sgd":
+        dt_used = float(lr)
+        stepper = _SGDStepper(X, Y, W1, W2, lr, S, with_replacement, rng, w_star, bound)
+        label = "SGD"
+    else:
+        dt_used = float(lr if dt is None else dt)
+        if not (np.isfinite(dt_used) and dt_used > 0):
+            raise ValueError(f"dt must be a finite number > 0, got dt={dt!r}")
+        stepper = _SGFStepper(X, Y, W1, W2, lr, S, sampling, dt_used, rng, w_star, bound)
+        label = "SGF"
+    trace = _Trace(R, trace_every // thin, total // trace_every, thin)
+    prog = _Progress(progress, total, R, label)
+    t_start = time.perf_counter()
+    done = 0
+    diverged = bool(div_r.any())
+    empty1 = np.empty((0, R, N_h, N_i))
+    empty2 = np.empty((0, R, N_o, N_h))
+
+    def step(n, rec1, rec2):
+        nonlocal diverged, done
+        diag = np.empty((n // thin, R, 3))
+        flags = stepper.advance(n, thin, rec1, rec2, diag)
+        done += n
+        if flags.any():
+            div_r[:] |= flags
+            diverged = True
+            return False
+        trace.add(diag)
+        return True
+
+    # ---- burn-in ----
+    pos = 0
+    while not diverged and pos < burnin_steps:
+        n = min(chunk, burnin_steps - pos)
+        step(n, empty1, empty2)
+        pos += n
+        prog.update(done)
+
+    # ---- sampling in n_blocks time blocks ----
+    dW1_ref = W1_ref.reshape(-1)
+    dW2_ref = W2_ref.reshape(-1)
+    for b in range(n_blocks):
+        if diverged:
+            break
+        pos = 0
+        groups = np.arange(R) * n_blocks + b
+        while pos < block_steps:
+            n = min(chunk, block_steps - pos)
+            n_rec = n // thin
+            rec1 = np.empty((n_rec, R, N_h, N_i))
+            rec2 = np.empty((n_rec, R, N_o, N_h))
+            pos += n
+            if not step(n, rec1, rec2):
+                break
+            d1 = rec1.reshape(n_rec, R, n1) - dW1_ref
+            d2 = rec2.reshape(n_rec, R, n2) - dW2_ref
+            for g0 in range(0, n_rec, _RECORD_GROUP):
+                a1 = d1[g0 : g0 + _RECORD_GROUP].transpose(1, 0, 2)  # (R, k, n1)
+                a2 = d2[g0 : g0 + _RECORD_GROUP].transpose(1, 0, 2)
+                sum_dW1[groups] += a1.sum(axis=1)
+                sum_dW2[groups] += a2.sum(axis=1)
+                if want1:
+                    s11[groups] += np.matmul(a1.transpose(0, 2, 1), a1)
+                    s12[groups] += np.matmul(a1.transpose(0, 2, 1), a2)
+                if want2:
+                    s22[groups] += np.matmul(a2.transpose(0, 2, 1), a2)
+                n_records[groups] += a1.shape[1]
+            prog.update(done)
+
+    if diverged:
+        for arr in (sum_dW1, sum_dW2, s11, s12, s22):
+            if arr is not None:
+                arr[:] = np.nan
+    prog.update(done, force=True)
+    n_tr = trace.snap.shape[0]
+    return TwoLayerSGDResult(
+        kind=kind,
+        sum_dW1=sum_dW1,
+        sum_dW2=sum_dW2,
+        sum_dW1dW1=s11,
+        sum_dW2dW2=s22,
+        sum_dW1dW2=s12,
+        n_records=n_records,
+        group_replica=group_replica,
+        group_block=group_block,
+        diverged=diverged,
+        diverged_replicas=div_r.copy(),
+        burnin_steps=burnin_steps,
+        sample_steps=sample_steps,
+        thin=thin,
+        n_blocks=n_blocks,
+        replicas=R,
+        lr=float(lr),
+        dt=dt_used,
+        batch_size=S,
+        sampling=sampling,
+        W1_ref=W1_ref,
+        W2_ref=W2_ref,
+        w_star=w_star,
+        trace_every=trace_every,
+        trace_step=trace_every * np.arange(1, n_tr + 1, dtype=np.int64),
+        trace_D1=trace.snap[:, :, 0],
+        trace_D2=trace.snap[:, :, 1],
+        trace_dist=trace.snap[:, :, 2],
+        trace_D1_avg=trace.avg[:, :, 0],
+        trace_D2_avg=trace.avg[:, :, 1],
+        trace_dist_avg=trace.avg[:, :, 2],
+        final_W1=W1,
+        final_W2=W2,
+        elapsed_s=time.perf_counter() - t_start,
+    )
+
+
+def run_sgd_two_layer(
+    X: np.ndarray,
+    Y: np.ndarray,
+    W1_ref: np.ndarray,
+    W2_ref: np.ndarray,
+    lr: float,
+    batch_size: int,
+    sampling: str,
+    W1_init: np.ndarray,
+    W2_init: np.ndarray,
+    burnin_steps: int,
+    sample_steps: int,
+    thin: int,
+    n_blocks: int,
+    rng: np.random.Generator,
+    *,
+    replicas: int | None = None,
+    w_star: np.ndarray | None = None,
+    trace_every: int | None = None,
+    second_moments: str = "all",
+    chunk_steps: int = 4096,
+    progress: Callable[[str], None] | None = None,
+) -> TwoLayerSGDResult:
+    """Run R SGD replicas of the two-layer network (Eq. 41) and accumulate weight moments.
+
+    ``W1_init`` (R, N_h, N_i) and ``W2_init`` (R, N_o, N_h) are the initial weights (2-D arrays
+    are repeated ``replicas`` times, default once). ``burnin_steps`` (a multiple of ``thin``)
+    steps run first; then ``sample_steps`` (a multiple of ``n_blocks * thin``) are split into
+    ``n_blocks`` time blocks, and every ``thin``-th step ``dW1 = W1 - W1_ref``,
+    ``dW2 = W2 - W2_ref`` (flattened row-major) enter the sums of their (replica, block) group
+    (see :class:`TwoLayerSGDResult`). ``second_moments``: ``"all"`` (dW1 dW1^T, dW2 dW2^T,
+    dW1 dW2^T; ``O(R n1^2)`` per record, which dominates unless ``thin`` is large), ``"W2"``
+    (only dW2 dW2^T) or ``"none"``. The reference point is typically the gradient-flow end
+    point (:func:`gradient_flow`), about which Eq. 66 predicts the covariance.
+
+    Traces of ``|W1|^2``, ``|W2|^2`` and ``|W2 W1 - w*|`` (snapshots and window averages) are
+    recorded every ``trace_every`` steps (a multiple of ``thin``; default about 1 % of the
+    run) from the first step on; ``w*`` defaults to the least-squares solution Eq. 39.
+
+    ``chunk_steps`` bounds the memory (rounded to a multiple of ``32 thin``, and capped so that
+    the weight records of a chunk stay below 32 MiB) and changes no result bit. Divergence
+    (``|W1|_F`` or ``|W2|_F`` non-finite or above ``1e6`` times the scale of the reference,
+    ``w*`` and the initial weights, checked every ``thin`` steps) stops the run with
+    ``diverged=True``, NaN moments and NaN trace points after it; no warning.
+    ``progress`` is called with a status line about every 10 % of the steps.
+    """
+    return _run(
+        "sgd", X, Y, W1_ref, W2_ref, lr, batch_size, sampling, W1_init, W2_init, burnin_steps,
+        sample_steps, thin, n_blocks, rng, dt=None, replicas=replicas, w_star=w_star,
+        trace_every=trace_every, second_moments=second_moments, chunk_steps=chunk_steps,
+        progress=progress,
+    )  # fmt: skip
+
+
+def run_sgf_two_layer(
+    X: np.ndarray,
+    Y: np.ndarray,
+    W1_ref: np.ndarray,
+    W2_ref: np.ndarray,
+    lr: float,
+    batch_size: int,
+    sampling: str,
+    W1_init: np.ndarray,
+    W2_init: np.ndarray,
+    burnin_steps: int,
+    sample_steps: int,
+    thin: int,
+    n_blocks: int,
+    rng: np.random.Generator,
+    *,
+    dt: float | None = None,
+    replicas: int | None = None,
+    w_star: np.ndarray | None = None,
+    trace_every: int | None = None,
+    second_moments: str = "all",
+    chunk_steps: int = 4096,
+    progress: Callable[[str], None] | None = None,
+) -> TwoLayerSGDResult:
+    """Euler-Maruyama integration of the SGF (Eqs. 51-52) for R replicas, as for SGD.
+
+    Protocol, arguments and result as in :func:`run_sgd_two_layer`.
+
+    Steps are Euler steps of size ``dt`` in SDE time ``t = lr tau`` (default ``dt = lr``: one SGD
+    step per Euler step, matching the first two moments of a step of Eq. 41). The noise is the
+    exact mini-batch noise at the current weights (covariance :func:`minibatch_noise_covariance`
+    with the App. C prefactor of ``sampling``), drawn from ``P`` standard normals per replica
+    and step without forming the covariance (module docstring). Vectorised numpy over replicas.
+    """
+    return _run(
+        "sgf", X, Y, W1_ref, W2_ref, lr, batch_size, sampling, W1_init, W2_init, burnin_steps,
+        sample_steps, thin, n_blocks, rng, dt=dt, replicas=replicas, w_star=w_star,
+        trace_every=trace_every, second_moments=second_moments, chunk_steps=chunk_steps,
+        progress=progress,
+    )  # fmt: skip
