@@ -24,12 +24,14 @@ def fig3(ds: xr.Dataset, modes: Sequence[int] = (0, 10, 20), replica: int = 0) -
     time), ``loss_theory`` (time) and the scalar ``optimal_loss``; optional scalars
     ``omega_min_over_mp_edge`` and the attrs ``N``, ``P``, ``lr``, ``batch_size`` go into the
     title. The band is the replica mean +- 1 standard deviation (the SGD noise spread). The loss
-    (dash-dotted, right axis) relaxes to L* (grey line, Eq. 26); the inset shows the loss and
-    |z_0| in double-logarithmic axes, SGD solid and theory dashed.
+    (dash-dotted, right axis) relaxes to L* (grey line, Eq. 26); the right panel (the paper's
+    inset) shows the loss and |z_0| in double-logarithmic axes, SGD solid and theory dashed.
     """
     modes = [int(k) for k in modes if int(k) < ds.sizes["mode"]]
     t = ds["time"].values
-    fig, ax = plt.subplots(figsize=(6.4, 4.8), layout="constrained")
+    fig, (ax, inset) = plt.subplots(
+        1, 2, figsize=(9.0, 4.6), layout="constrained", gridspec_kw={"width_ratios": [2.2, 1]}
+    )
     colors = [f"C{i}" for i in range(len(modes))]
     for k, color in zip(modes, colors, strict=True):
         z = ds["z_sgd"].isel(replica=replica).sel(mode=k).values
@@ -70,7 +72,6 @@ def fig3(ds: xr.Dataset, modes: Sequence[int] = (0, 10, 20), replica: int = 0) -
     ]
     fig.legend(handles, labels, loc="outside lower center", ncols=4, frameon=False)
 
-    inset = ax.inset_axes((0.07, 0.26, 0.3, 0.37))
     pos = t > 0
     z0 = ds["z_sgd"].isel(replica=replica).sel(mode=modes[0]).values
     zs0 = float(ds["z_star"].sel(mode=modes[0]))
@@ -93,9 +94,10 @@ def fig3(ds: xr.Dataset, modes: Sequence[int] = (0, 10, 20), replica: int = 0) -
         va="center",
         ha="right",
     )
-    inset.tick_params(labelsize=7)
+    inset.set_xlabel(r"$t$")
+    inset.set_title("log-log view (inset of the paper)", fontsize=9)
     inset.plot([], [], "--", color="k", lw=0.8, label="theory")
-    inset.legend(frameon=False, fontsize=6.5, loc="center left")
+    inset.legend(frameon=False, loc="center left")
 
     parts = []
     for key, sym in (("N", "N"), ("P", "P"), ("lr", r"\lambda"), ("batch_size", "S")):
