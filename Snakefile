@@ -21,6 +21,7 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/single_layer.smk"
 include: "workflow/rules/noise.smk"
 include: "workflow/rules/experiments.smk"
+include: "workflow/rules/two_layer.smk"
 include: "workflow/rules/figures.smk"
 
 
@@ -30,4 +31,5 @@ rule all:
         figure_targets(),
         expand("results/figures/{fig}.{ext}", fig=experiment_figures(), ext=FIGURE_FORMATS),
         ["results/experiments/table1.md"] if "table1" in EXPERIMENTS else [],
+        two_layer_targets(),
     default_target: True

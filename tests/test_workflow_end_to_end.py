@@ -119,6 +119,9 @@ FIGURES = (
 def test_figures_drawn(test_run: Path) -> None:
     for fig in FIGURES:
         assert (test_run / "results" / "figures" / f"{fig}.png").stat().st_size > 10_000, fig
+    for fig in ("fig6a", "fig6bc", "fig7a", "fig7b", "fig_drift", "fig_relaxation"):
+        path = test_run / "results" / "figures" / "two_layer" / f"tiny_{fig}.png"
+        assert path.stat().st_size > 10_000, fig
 
 
 @pytest.mark.parametrize(
@@ -133,6 +136,8 @@ def test_figures_drawn(test_run: Path) -> None:
         "experiments/perturbation_correlated.nc",
         "experiments/sgf.nc",
         "experiments/gbm.nc",
+        "two_layer/tiny.nc",
+        "two_layer.nc",
     ],
 )
 def test_experiment_datasets_follow_the_contract(test_run: Path, path: str) -> None:

@@ -114,3 +114,21 @@ def experiment_figures():
     return [
         fig for fig, exp in EXPERIMENT_FIGURES.items() if exp.split("_")[0] in EXPERIMENTS
     ]
+
+
+TWO_LAYER_CELLS = {
+    name: sorted_params(block) for name, block in config.get("two_layer", {}).get("cells", {}).items()
+}
+TWO_LAYER_FIGURES = ("fig6a", "fig6bc", "fig7a", "fig7b", "fig_drift", "fig_relaxation")
+
+
+def two_layer_targets():
+    """Merged two-layer dataset and every figure of every named cell (empty without cells)."""
+    if not TWO_LAYER_CELLS:
+        return []
+    return ["results/two_layer.nc"] + [
+        f"results/figures/two_layer/{name}_{fig}.{ext}"
+        for name in sorted(TWO_LAYER_CELLS)
+        for fig in TWO_LAYER_FIGURES
+        for ext in FIGURE_FORMATS
+    ]

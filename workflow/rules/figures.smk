@@ -7,6 +7,8 @@ localrules:
     figure_noise,
     noise_merge,
     figure_experiment,
+    figure_two_layer,
+    two_layer_merge,
 
 
 rule figure_fig4:

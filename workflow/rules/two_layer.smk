@@ -1,0 +1,55 @@
+# Two-layer linear network (paper 000 Sec. III): one job per named cell, then a merge.
+import weightdyn
+
+
+rule two_layer_cell:
+    output:
+        "results/two_layer/{tl}.nc",
+    log:
+        "logs/two_layer/{tl}.log",
+    params:
+        block=lambda w: TWO_LAYER_CELLS[w.tl],
+        version=weightdyn.__version__,
+    conda:
+        "../envs/weightdyn.yaml"
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=60,
+    script:
+        "../../scripts/two_layer_cell.py"
+
+
+rule two_layer_merge:
+    input:
+        expand("results/two_layer/{tl}.nc", tl=sorted(TWO_LAYER_CELLS)),
+    output:
+        "results/two_layer.nc",
+    log:
+        "logs/two_layer/merge.log",
+    params:
+        names=sorted(TWO_LAYER_CELLS),
+        version=weightdyn.__version__,
+    conda:
+        "../envs/weightdyn.yaml"
+    threads: 1
+    script:
+        "../../scripts/two_layer_merge.py"
+
+
+rule figure_two_layer:
+    input:
+        "results/two_layer/{tl}.nc",
+    output:
+        expand("results/figures/two_layer/{{tl}}_{{fig}}.{ext}", ext=FIGURE_FORMATS),
+    log:
+        "logs/figures/two_layer_{tl}_{fig}.log",
+    wildcard_constraints:
+        fig="fig6a|fig6bc|fig7a|fig7b|fig_drift|fig_relaxation",
+    params:
+        style=sorted_params(config["figures"]),
+    conda:
+        "../envs/weightdyn.yaml"
+    threads: 1
+    script:
+        "../../scripts/figure_two_layer.py"
