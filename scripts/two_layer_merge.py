@@ -1,16 +1,17 @@
-"""Rule two_layer_merge: the named two-layer cells along a `cell` dimension."""
+"""Rule two_layer_merge: all two-layer cells into results/two_layer.nc, one dim per sweep axis."""
 
 import xarray as xr
 
-from weightdyn import io
+from weightdyn import io, sweep
 from weightdyn.joblog import job_logger
 
 log = job_logger("two_layer_merge", snakemake.log[0])
 cells = []
-for path, name in zip(snakemake.input, snakemake.params.names, strict=True):
+for path, cell in zip(snakemake.input, snakemake.params.cells, strict=True):
     with xr.open_dataset(path) as ds:
-        cells.append(ds.load().expand_dims(cell=[name]))
-merged = xr.concat(cells, dim="cell", join="outer", combine_attrs="drop_conflicts")
+        ds = ds.load().drop_vars(sweep.TWO_LAYER_AXES, errors="ignore")
+        cells.append(io.expand_cell(ds, cell, sweep.TWO_LAYER_AXES))
+merged = io.merge_cells(cells)
 merged.attrs = {
     "title": "weightdyn two-layer cells (paper 000 Sec. III)",
     "weightdyn_version": snakemake.params.version,

@@ -29,6 +29,7 @@ REQUIRED = (
     "diverged",
     "fluctuations_vanish",
 )
+TINY = "Ni6_Nh4_No1_P60_s1_gaussian1_lr0.1_S5_with_d0"  # the two-layer cell of test.yaml
 AXES = ("N", "P", "sigma_eps2", "lr", "batch_size", "sampling", "data_seed")
 
 
@@ -120,7 +121,7 @@ def test_figures_drawn(test_run: Path) -> None:
     for fig in FIGURES:
         assert (test_run / "results" / "figures" / f"{fig}.png").stat().st_size > 10_000, fig
     for fig in ("fig6a", "fig6bc", "fig7a", "fig7b", "fig_drift", "fig_relaxation"):
-        path = test_run / "results" / "figures" / "two_layer" / f"tiny_{fig}.png"
+        path = test_run / "results" / "figures" / "two_layer" / f"{TINY}_{fig}.png"
         assert path.stat().st_size > 10_000, fig
 
 
@@ -136,7 +137,7 @@ def test_figures_drawn(test_run: Path) -> None:
         "experiments/perturbation_correlated.nc",
         "experiments/sgf.nc",
         "experiments/gbm.nc",
-        "two_layer/tiny.nc",
+        f"two_layer/{TINY}.nc",
         "two_layer.nc",
     ],
 )
@@ -155,6 +156,25 @@ def test_spectrum_cells_keep_both_sampling_modes(test_run: Path) -> None:
         theory = ds["eig_C_theory"].sel(P=20, sampling="without").squeeze()
         # 2000 mini-batches: a loose 25% bound on the leading eigenvalue (SE ~ 3%)
         assert abs(float(simulated[0] / theory[0]) - 1) < 0.25
+
+
+def test_two_layer_merge_has_one_dim_per_sweep_axis(test_run: Path) -> None:
+    with xr.open_dataset(test_run / "results" / "two_layer.nc") as ds:
+        for axis in (
+            "N_i",
+            "N_h",
+            "N_o",
+            "P",
+            "sigma_y2",
+            "init",
+            "init_scale",
+            "lr",
+            "batch_size",
+            "sampling",
+            "data_seed",
+        ):
+            assert ds.sizes[axis] == 1, axis
+        assert "trace_D2" in ds and "eig_cov2_sgd_b" in ds
 
 
 def test_table1_rows_agree_with_the_paper(test_run: Path) -> None:

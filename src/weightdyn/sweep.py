@@ -169,3 +169,48 @@ def _spectrum_cells(block: Mapping) -> dict[str, dict]:
                 name = f"{data_name(cell)}_S{cell['batch_size']}_{sampling}"
                 cells.setdefault(name, cell)  # simulated cells win over theory-only ones
     return cells
+
+
+TWO_LAYER_AXES = (
+    "N_i", "N_h", "N_o", "P", "sigma_y2", "init", "init_scale", "lr", "batch_size", "sampling",
+    "data_seed",
+)  # fmt: skip
+TWO_LAYER_AXIS_DEFAULTS = {"N_o": 1, "init": "gaussian", "init_scale": 1.0, "sampling": "with",
+                           "data_seed": 0}  # fmt: skip
+
+
+def two_layer_cells(name: str, block: Mapping[str, object]) -> dict[str, dict]:
+    """Cells of one named two-layer sweep as {canonical name: cell}.
+
+    Axis keys (:data:`TWO_LAYER_AXES`) may be lists (swept) or scalars; every other key is a
+    protocol setting shared by the sweep's cells. A missing optional axis takes its default.
+    """
+    axes = {key: block.get(key, TWO_LAYER_AXIS_DEFAULTS.get(key)) for key in TWO_LAYER_AXES}
+    missing = [key for key, value in axes.items() if value is None]
+    if missing:
+        raise SweepError(f"two_layer.sweeps.{name}: missing {missing}")
+    lists = {key: value if isinstance(value, list) else [value] for key, value in axes.items()}
+    settings = {key: value for key, value in block.items() if key not in TWO_LAYER_AXES}
+    cells = {}
+    for values in itertools.product(*lists.values()):
+        cell = dict(zip(lists, values, strict=True))
+        if cell["P"] <= cell["N_i"]:
+            raise SweepError(
+                f"two_layer.sweeps.{name}.P: {cell['P']} must exceed N_i = {cell['N_i']}"
+            )
+        if cell["batch_size"] > cell["P"]:
+            raise SweepError(
+                f"two_layer.sweeps.{name}.batch_size: {cell['batch_size']} exceeds P={cell['P']}"
+            )
+        cells[two_layer_name(cell)] = {**cell, **settings}
+    return cells
+
+
+def two_layer_name(cell: Mapping[str, object]) -> str:
+    """Canonical file stem of a two-layer cell, e.g. ``Ni20_Nh15_No1_P400_s1_gaussian1_...``."""
+    f = format_number
+    return (
+        f"Ni{f(cell['N_i'])}_Nh{f(cell['N_h'])}_No{f(cell['N_o'])}_P{f(cell['P'])}"
+        f"_s{f(cell['sigma_y2'])}_{cell['init']}{f(cell['init_scale'])}_lr{f(cell['lr'])}"
+        f"_S{f(cell['batch_size'])}_{cell['sampling']}_d{f(cell['data_seed'])}"
+    )

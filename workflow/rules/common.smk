@@ -116,9 +116,19 @@ def experiment_figures():
     ]
 
 
-TWO_LAYER_CELLS = {
-    name: sorted_params(block) for name, block in config.get("two_layer", {}).get("cells", {}).items()
-}
+def _two_layer_cells():
+    """{canonical cell name: cell} over all named two-layer sweeps."""
+    cells = {}
+    try:
+        for name, block in config.get("two_layer", {}).get("sweeps", {}).items():
+            for cell_name, cell in sweep.two_layer_cells(name, block).items():
+                cells.setdefault(cell_name, sorted_params(cell))
+    except sweep.SweepError as err:
+        raise ValueError(f"invalid config: {err}") from None
+    return cells
+
+
+TWO_LAYER_CELLS = _two_layer_cells()
 TWO_LAYER_FIGURES = ("fig6a", "fig6bc", "fig7a", "fig7b", "fig_drift", "fig_relaxation")
 
 

@@ -2,6 +2,10 @@
 import weightdyn
 
 
+wildcard_constraints:
+    tl=r"Ni\d+_Nh\d+_No\d+_P\d+_s[0-9.e-]+_[a-z_]+[0-9.e-]+_lr[0-9.e-]+_S\d+_(with|without)_d\d+",
+
+
 rule two_layer_cell:
     output:
         "results/two_layer/{tl}.nc",
@@ -28,7 +32,7 @@ rule two_layer_merge:
     log:
         "logs/two_layer/merge.log",
     params:
-        names=sorted(TWO_LAYER_CELLS),
+        cells=[TWO_LAYER_CELLS[name] for name in sorted(TWO_LAYER_CELLS)],
         version=weightdyn.__version__,
     conda:
         "../envs/weightdyn.yaml"
