@@ -248,7 +248,7 @@ def fig7b(ds: xr.Dataset, max_mode1: int | None = None) -> plt.Figure:
     left.text(
         0.98, 0.97,
         f"linear theory: $\\delta L = 0$\nfor $i > N_oN_i = {n_z1}$\n"
-        f"SGD: mean ratio {ratio:.3f}",
+        f"SGD: mean ratio {ratio:.2g}",
         transform=left.transAxes, ha="right", va="top", fontsize=7, color="C0",
     )  # fmt: skip
     left.set_yscale("log")
