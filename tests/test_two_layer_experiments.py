@@ -56,7 +56,6 @@ def test_dataset_contract(small_cell: xr.Dataset) -> None:
     assert np.isfinite(ds["M_z_sgd"]).all()
     assert ds["M_isotropic"] == pytest.approx(0.1 / (2 * 5))
     assert int(ds["gf_converged"]) == 1
-    assert ds["elapsed_s"] < 30
 
 
 def test_internal_identities(small_cell: xr.Dataset) -> None:
