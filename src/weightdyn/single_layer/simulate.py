@@ -43,6 +43,8 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+from weightdyn.minibatch import draw_batch
+
 __all__ = [
     "SAMPLING_MODES",
     "SGDResult",
@@ -116,22 +118,7 @@ def sgd_kernel(X, y, W, lr, u, with_replacement, perm, thin, rec, bound):
         pr = perm[r]
         k_rec = 0
         for t in range(n):
-            # --- mini-batch indices (App. C sampling) ---
-            if with_replacement:
-                for s in range(S):
-                    k = int(u[t, r, s] * P)
-                    if k >= P:
-                        k = P - 1
-                    idx[s] = k
-            else:
-                for j in range(S):
-                    k = j + int(u[t, r, j] * (P - j))
-                    if k >= P:
-                        k = P - 1
-                    tmp = pr[j]
-                    pr[j] = pr[k]
-                    pr[k] = tmp
-                    idx[j] = pr[j]
+            draw_batch(u[t, r], P, with_replacement, pr, idx)  # App. C sampling
             # --- residuals r_s = x_s.w - y_s, scaled by lr/S (Eq. 11) ---
             for s in range(S):
                 xs = X[idx[s]]

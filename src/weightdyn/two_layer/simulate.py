@@ -69,6 +69,7 @@ import numpy as np
 from numba import njit
 from scipy.integrate import solve_ivp
 
+from weightdyn.minibatch import draw_batch
 from weightdyn.single_layer.theory import noise_prefactor
 
 __all__ = [
@@ -519,22 +520,7 @@ def sgd_kernel(
         pr = perm[r]
         k_rec = 0
         for t in range(n):
-            # --- mini-batch indices (App. C sampling) ---
-            if with_replacement:
-                for s in range(S):
-                    k = int(u[t, r, s] * P)
-                    if k >= P:
-                        k = P - 1
-                    idx[s] = k
-            else:
-                for j in range(S):
-                    k = j + int(u[t, r, j] * (P - j))
-                    if k >= P:
-                        k = P - 1
-                    tmp = pr[j]
-                    pr[j] = pr[k]
-                    pr[k] = tmp
-                    idx[j] = pr[j]
+            draw_batch(u[t, r], P, with_replacement, pr, idx)  # App. C sampling
             # --- K = (lr/S) sum_s e_s x_s^T, e_s = y_s - w x_s ---
             for o in range(N_o):
                 for i in range(N_i):
