@@ -9,13 +9,13 @@ import pytest
 
 from weightdyn.single_layer.simulate import (
     SGDResult,
-    _UniformStream,
     batch_indices_from_uniforms,
     run_sgd,
     sgd_kernel,
     sgd_reference_chain,
 )
 from weightdyn.stats import group_covariances, jackknife_of_mean
+from weightdyn.streams import BlockStream
 
 
 def _problem(seed, N, P, sigma=0.5, scale=None):
@@ -95,8 +95,8 @@ def test_without_replacement_subsets_uniform():
 
 
 def test_uniform_stream_invariant_under_slicing():
-    a = _UniformStream(np.random.default_rng(6), 3, 2)
-    b = _UniformStream(np.random.default_rng(6), 3, 2)
+    a = BlockStream(np.random.default_rng(6), 3, 2, "uniform")
+    b = BlockStream(np.random.default_rng(6), 3, 2, "uniform")
     a.block_steps = b.block_steps = 7
     xa = np.concatenate([a.take(k) for k in (1, 5, 13, 2)])
     xb = np.concatenate([b.take(k) for k in (21,)])

@@ -29,7 +29,8 @@ from numpy.typing import ArrayLike
 
 from weightdyn.io import attrs
 from weightdyn.single_layer import theory
-from weightdyn.single_layer.simulate import _check_sampling, _UniformStream, sgd_kernel
+from weightdyn.single_layer.simulate import _check_sampling, sgd_kernel
+from weightdyn.streams import BlockStream
 
 __all__ = [
     "RelaxationRun",
@@ -144,7 +145,7 @@ def record_relaxation(
     W = np.tile(w_init, (R, 1))
     perm = np.tile(np.arange(P, dtype=np.int64), (R, 1))
     bound = float(1e6 * (np.max(np.abs(w_star), initial=0.0) + 1.0))
-    stream = _UniformStream(rng, R, S)
+    stream = BlockStream(rng, R, S, "uniform")
     rec = np.empty((1, R, N))
     W_rec = np.empty((steps.size, R, N))
     alive = np.ones(R, dtype=bool)

@@ -19,8 +19,8 @@ Randomness and reproducibility
 ------------------------------
 All randomness comes from a caller-supplied :class:`numpy.random.Generator`. Uniforms of
 shape ``(steps, R, S)`` are drawn from it in fixed-size blocks of steps (see
-:class:`_UniformStream`), independent of ``chunk_steps``, and handed to a single-threaded
-numba kernel which turns them into batch indices:
+:class:`weightdyn.streams.BlockStream`), independent of ``chunk_steps``, and handed to a
+single-threaded numba kernel which turns them into batch indices:
 
 * with replacement: ``idx = min(floor(u * P), P - 1)``;
 * without replacement: partial Fisher-Yates shuffle of a per-replica permutation array
@@ -44,6 +44,7 @@ import numpy as np
 from numba import njit
 
 from weightdyn.minibatch import draw_batch
+from weightdyn.streams import BlockStream, ProgressReporter
 
 __all__ = [
     "SAMPLING_MODES",
@@ -58,10 +59,6 @@ SAMPLING_MODES = ("with", "without")
 
 #: number of recorded snapshots per batched-matmul accumulation group
 _RECORD_GROUP = 32
-#: upper bound on the number of uniforms drawn per RNG block (memory bound)
-_RNG_BLOCK_MAX_UNIFORMS = 1 << 20
-#: upper bound on the number of steps drawn per RNG block
-_RNG_BLOCK_MAX_STEPS = 1024
 #: divergence threshold: |w_i| > _DIVERGENCE_FACTOR * (max_i |w_ref_i| + 1)
 _DIVERGENCE_FACTOR = 1e6
 
@@ -206,37 +203,6 @@ def batch_indices_from_uniforms(
 # --------------------------------------------------------------------------------------
 
 
-class _UniformStream:
-    """Serve uniforms (n, R, S) from ``rng`` drawn in fixed blocks of ``block_steps`` steps.
-
-    The sequence of draws from the Generator depends only on (R, S), never on how the
-    consumer slices it, which makes :func:`run_sgd` invariant under ``chunk_steps``.
-    """
-
-    def __init__(self, rng: np.random.Generator, R: int, S: int):
-        self.rng = rng
-        self.shape = (R, S)
-        self.block_steps = int(
-            max(1, min(_RNG_BLOCK_MAX_STEPS, _RNG_BLOCK_MAX_UNIFORMS // max(1, R * S)))
-        )
-        self.buf = np.empty((0, R, S))
-        self.pos = 0
-
-    def take(self, n: int) -> np.ndarray:
-        parts = []
-        while n > 0:
-            if self.pos == self.buf.shape[0]:
-                self.buf = self.rng.random((self.block_steps, *self.shape))
-                self.pos = 0
-            m = min(n, self.buf.shape[0] - self.pos)
-            parts.append(self.buf[self.pos : self.pos + m])
-            self.pos += m
-            n -= m
-        if len(parts) == 1:
-            return np.ascontiguousarray(parts[0])
-        return np.concatenate(parts, axis=0)
-
-
 @dataclass
 class SGDResult:
     """Accumulated moments of ``dw = w - w_ref`` per (replica, time block) group.
@@ -257,30 +223,6 @@ class SGDResult:
     replicas: int
     final_W: np.ndarray
     elapsed_s: float
-
-
-class _Progress:
-    def __init__(self, callback, total: int, replicas: int):
-        self.callback = callback
-        self.total = max(int(total), 1)
-        self.replicas = replicas
-        self.next_frac = 0.1
-        self.t0 = time.perf_counter()
-        self.last = -1
-
-    def update(self, done: int, force: bool = False) -> None:
-        if self.callback is None or done == self.last:
-            return
-        if force or done / self.total >= self.next_frac - 1e-12:
-            self.last = done
-            dt = max(time.perf_counter() - self.t0, 1e-12)
-            rate = done * self.replicas / dt
-            self.callback(
-                f"SGD steps {done}/{self.total} ({100.0 * done / self.total:.0f}%), "
-                f"{rate:.3g} replica-steps/s"
-            )
-            while self.next_frac <= done / self.total + 1e-12:
-                self.next_frac += 0.1
 
 
 def run_sgd(
@@ -355,8 +297,8 @@ def run_sgd(
     with np.errstate(all="ignore"):
         bound = float(_DIVERGENCE_FACTOR * (np.max(np.abs(w_ref), initial=0.0) + 1.0))
         diverged = not bool(np.all(np.abs(W) <= bound))
-    stream = _UniformStream(rng, R, S)
-    prog = _Progress(progress, burnin_steps + sample_steps, R)
+    stream = BlockStream(rng, R, S, "uniform")
+    prog = ProgressReporter(progress, burnin_steps + sample_steps, R, "SGD")
     t_start = time.perf_counter()
     done = 0
     empty_rec = np.empty((0, R, N))

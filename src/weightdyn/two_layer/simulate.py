@@ -71,6 +71,7 @@ from scipy.integrate import solve_ivp
 
 from weightdyn.minibatch import draw_batch
 from weightdyn.single_layer.theory import noise_prefactor
+from weightdyn.streams import BlockStream, ProgressReporter
 
 __all__ = [
     "INTEGRATORS",
@@ -103,10 +104,6 @@ SECOND_MOMENTS = ("all", "W2", "none")
 
 #: number of recorded snapshots per batched-matmul accumulation group
 _RECORD_GROUP = 32
-#: upper bound on the number of random numbers drawn per RNG block (memory bound)
-_RNG_BLOCK_MAX = 1 << 20
-#: upper bound on the number of steps drawn per RNG block
-_RNG_BLOCK_MAX_STEPS = 1024
 #: divergence threshold on |W1|_F, |W2|_F in units of (reference scale + 1)
 _DIVERGENCE_FACTOR = 1e6
 #: upper bound on the weight records held for one chunk (bytes)
@@ -650,40 +647,6 @@ def batch_indices_from_uniforms(
 # --------------------------------------------------------------------------------------
 
 
-class _Stream:
-    """Random numbers (n, R, k) served from ``rng`` in fixed blocks of steps.
-
-    The sequence of draws depends only on (R, k), never on how the consumer slices it, which
-    makes the drivers invariant under ``chunk_steps``. ``kind`` is ``"uniform"`` or ``"normal"``.
-    """
-
-    def __init__(self, rng: np.random.Generator, R: int, k: int, kind: str):
-        self.rng = rng
-        self.shape = (R, k)
-        self.kind = kind
-        self.block_steps = int(max(1, min(_RNG_BLOCK_MAX_STEPS, _RNG_BLOCK_MAX // max(1, R * k))))
-        self.buf = np.empty((0, R, k))
-        self.pos = 0
-
-    def take(self, n: int) -> np.ndarray:
-        parts = []
-        while n > 0:
-            if self.pos == self.buf.shape[0]:
-                size = (self.block_steps, *self.shape)
-                if self.kind == "uniform":
-                    self.buf = self.rng.random(size)
-                else:
-                    self.buf = self.rng.standard_normal(size)
-                self.pos = 0
-            m = min(n, self.buf.shape[0] - self.pos)
-            parts.append(self.buf[self.pos : self.pos + m])
-            self.pos += m
-            n -= m
-        if len(parts) == 1:
-            return np.ascontiguousarray(parts[0])
-        return np.concatenate(parts, axis=0)
-
-
 # --------------------------------------------------------------------------------------
 # steppers: advance(n, thin, rec1, rec2, diag) -> diverged flags (R,)
 # --------------------------------------------------------------------------------------
@@ -697,7 +660,7 @@ class _SGDStepper:
         product_kernel(W1, W2, self.Wp)
         self.lr, self.with_replacement = float(lr), bool(with_replacement)
         self.perm = np.tile(np.arange(X.shape[0], dtype=np.int64), (R, 1))
-        self.stream = _Stream(rng, R, S, "uniform")
+        self.stream = BlockStream(rng, R, S, "uniform")
         self.w_star, self.bound = w_star, bound
 
     def advance(self, n, thin, rec1, rec2, diag):
@@ -717,7 +680,7 @@ class _SGFStepper:
         c = noise_prefactor(P, S, sampling)
         self.drift = dt / P
         self.amp = np.sqrt(lr * dt * c / P)
-        self.stream = _Stream(rng, W1.shape[0], P, "normal")
+        self.stream = BlockStream(rng, W1.shape[0], P, "normal")
         self.w_star, self.bound = w_star, bound
 
     def advance(self, n, thin, rec1, rec2, diag):
@@ -843,30 +806,6 @@ class TwoLayerSGDResult:
     final_W1: np.ndarray
     final_W2: np.ndarray
     elapsed_s: float
-
-
-class _Progress:
-    def __init__(self, callback, total: int, replicas: int, label: str):
-        self.callback = callback
-        self.total = max(int(total), 1)
-        self.replicas = replicas
-        self.label = label
-        self.next_frac = 0.1
-        self.t0 = time.perf_counter()
-        self.last = -1
-
-    def update(self, done: int, force: bool = False) -> None:
-        if self.callback is None or done == self.last:
-            return
-        if force or done / self.total >= self.next_frac - 1e-12:
-            self.last = done
-            dt = max(time.perf_counter() - self.t0, 1e-12)
-            self.callback(
-                f"{self.label} steps {done}/{self.total} ({100.0 * done / self.total:.0f}%), "
-                f"{done * self.replicas / dt:.3g} replica-steps/s"
-            )
-            while self.next_frac <= done / self.total + 1e-12:
-                self.next_frac += 0.1
 
 
 class _Trace:
@@ -1023,7 +962,7 @@ def _run(
         stepper = _SGFStepper(X, Y, W1, W2, lr, S, sampling, dt_used, rng, w_star, bound)
         label = "SGF"
     trace = _Trace(R, trace_every // thin, total // trace_every, thin)
-    prog = _Progress(progress, total, R, label)
+    prog = ProgressReporter(progress, total, R, label)
     t_start = time.perf_counter()
     done = 0
     diverged = bool(div_r.any())
