@@ -18,10 +18,12 @@ os.environ.setdefault("WEIGHTDYN_ROOT", workflow.basedir)
 
 
 include: "workflow/rules/common.smk"
+include: "workflow/rules/report.smk"
 include: "workflow/rules/single_layer.smk"
 include: "workflow/rules/noise.smk"
 include: "workflow/rules/experiments.smk"
 include: "workflow/rules/two_layer.smk"
+include: "workflow/rules/mean_field.smk"
 include: "workflow/rules/figures.smk"
 
 
@@ -32,4 +34,6 @@ rule all:
         expand("results/figures/{fig}.{ext}", fig=experiment_figures(), ext=FIGURE_FORMATS),
         ["results/experiments/table1.md"] if "table1" in EXPERIMENTS else [],
         two_layer_targets(),
+        mean_field_targets(),
+        "results/agreement.html",
     default_target: True

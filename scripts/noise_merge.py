@@ -2,6 +2,7 @@
 
 import xarray as xr
 
+import weightdyn
 from weightdyn import io
 from weightdyn.joblog import job_logger
 
@@ -21,7 +22,7 @@ merged = io.merge_cells(
     list(cells()),
     {
         "title": f"weightdyn noise experiment {snakemake.wildcards.kind} (paper 000 Figs. 1-2)",
-        "weightdyn_version": snakemake.params.version,
+        "weightdyn_version": weightdyn.__version__,
         "git_revision": io.git_revision(),
     },
 )

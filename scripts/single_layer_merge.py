@@ -2,6 +2,7 @@
 
 import xarray as xr
 
+import weightdyn
 from weightdyn import io, sweep
 from weightdyn.joblog import job_logger
 
@@ -20,7 +21,7 @@ merged = io.merge_cells(
     theory + sgd,
     {
         "title": "weightdyn single-layer sweep: SGD vs theory (paper 000 Sec. II)",
-        "weightdyn_version": snakemake.params.version,
+        "weightdyn_version": weightdyn.__version__,
         "git_revision": io.git_revision(),
     },
 )

@@ -2,6 +2,7 @@
 
 import xarray as xr
 
+import weightdyn
 from weightdyn import io, sweep
 from weightdyn.joblog import job_logger
 
@@ -14,7 +15,7 @@ for path, cell in zip(snakemake.input, snakemake.params.cells, strict=True):
 merged = io.merge_cells(cells)
 merged.attrs = {
     "title": "weightdyn two-layer cells (paper 000 Sec. III)",
-    "weightdyn_version": snakemake.params.version,
+    "weightdyn_version": weightdyn.__version__,
     "git_revision": io.git_revision(),
 }
 io.write_atomic(merged, snakemake.output[0])

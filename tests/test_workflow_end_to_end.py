@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import xarray as xr
 import yaml
-from workflow_helpers import copy_workflow, snakemake
+from workflow_helpers import copy_workflow, job_counts, snakemake
 
 REQUIRED = (
     "eig_M_sgd",
@@ -34,11 +34,9 @@ AXES = ("N", "P", "sigma_eps2", "lr", "batch_size", "sampling", "data_seed")
 
 
 @pytest.fixture(scope="module")
-def test_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The test sweep run once with 2 cores."""
-    wf = copy_workflow(tmp_path_factory.mktemp("e2e") / "wf")
-    snakemake(wf, "--configfile", "config/test.yaml", "--cores", "2")
-    return wf
+def test_run(test_sweep: Path) -> Path:
+    """The test sweep, run once per session with 2 cores (conftest.py)."""
+    return test_sweep
 
 
 @pytest.fixture(scope="module")
@@ -189,18 +187,6 @@ def test_noop_rerun_runs_nothing(test_run: Path) -> None:
     assert "Nothing to be done" in proc.stdout + proc.stderr
 
 
-def _job_counts(dry_run_output: str) -> dict[str, int]:
-    """The 'Job stats' table of a snakemake dry run as {rule: count}."""
-    lines = dry_run_output.split("Job stats:", 1)[1].splitlines()[3:]
-    counts = {}
-    for line in lines:
-        parts = line.split()
-        if len(parts) != 2 or not parts[1].isdigit():
-            break
-        counts[parts[0]] = int(parts[1])
-    return counts
-
-
 def test_adding_a_value_reruns_only_new_cells(test_run: Path) -> None:
     cfg = yaml.safe_load((test_run / "config" / "test.yaml").read_text())
     cfg["single_layer"]["sweeps"]["fig4b"]["p_over_n"].append(3.0)
@@ -208,14 +194,15 @@ def test_adding_a_value_reruns_only_new_cells(test_run: Path) -> None:
     extended.write_text(yaml.safe_dump(cfg))  # also reorders keys: must not matter
     proc = snakemake(test_run, "-n", "--configfile", str(extended))
     print(proc.stdout[proc.stdout.index("Job stats:") :][:600])
-    assert _job_counts(proc.stdout) == {
+    assert job_counts(proc.stdout) == {
         "single_layer_data": 1,
         "single_layer_sgd": 1,
         "single_layer_theory": 1,
         "single_layer_merge": 1,
         "figure_fig4": 3,
+        "agreement_table": 1,
         "all": 1,
-        "total": 8,
+        "total": 9,
     }
     assert "N10_P30_s0.25_d0_lr0.1_S5_with" in proc.stdout
 

@@ -24,7 +24,9 @@ def copy_workflow(dest: Path) -> Path:
     return dest
 
 
-def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+def snakemake(
+    workdir: Path, *args: str, check: bool = True, timeout: float = 900
+) -> subprocess.CompletedProcess:
     """Run snakemake in ``workdir``; warnings from job scripts become errors."""
     env = dict(os.environ, PYTHONWARNINGS="error::RuntimeWarning")
     exe = Path(sys.executable).with_name("snakemake")
@@ -34,7 +36,7 @@ def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.Compl
         env=env,
         capture_output=True,
         text=True,
-        timeout=900,
+        timeout=timeout,
         check=False,
     )
     if check and proc.returncode != 0:
@@ -42,3 +44,15 @@ def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.Compl
             f"snakemake {args} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
         )
     return proc
+
+
+def job_counts(snakemake_output: str) -> dict[str, int]:
+    """The 'Job stats' table printed by snakemake (dry run or run) as {rule: count}."""
+    lines = snakemake_output.split("Job stats:", 1)[1].splitlines()[3:]
+    counts = {}
+    for line in lines:
+        parts = line.split()
+        if len(parts) != 2 or not parts[1].isdigit():
+            break
+        counts[parts[0]] = int(parts[1])
+    return counts

@@ -63,8 +63,9 @@ def provenance(cell: Mapping[str, object]) -> dict[str, str]:
     return out
 
 
-def write_atomic(ds: xr.Dataset, path: str | os.PathLike) -> None:
-    """Write ``ds`` to netCDF at ``path`` via a temporary file in the same folder and a rename."""
+def write_atomic(ds: xr.Dataset | xr.DataTree, path: str | os.PathLike) -> None:
+    """Write ``ds`` (a dataset or a tree of groups) to netCDF at ``path`` via a temporary file in
+    the same folder and a rename."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")

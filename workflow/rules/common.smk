@@ -1,7 +1,8 @@
 # Config validation and the sweep cells every rule draws its parameters from.
 from snakemake.utils import validate
 
-from weightdyn import sweep
+from weightdyn import resources, sweep
+from weightdyn.codehash import code_hash
 from weightdyn.io import format_number
 
 
@@ -142,3 +143,49 @@ def two_layer_targets():
         for fig in TWO_LAYER_FIGURES
         for ext in FIGURE_FORMATS
     ]
+
+
+def _mean_field():
+    """Shared settings and cells of the mean-field experiments (paper 002) present in config."""
+    from weightdyn.mean_field import experiments as mf
+
+    blocks = {name: sorted_params(block) for name, block in config.get("mean_field", {}).items()}
+    try:
+        cells = mf.experiment_cells(blocks)
+    except ValueError as err:
+        raise ValueError(f"invalid config: {err}") from None
+    settings = {name: mf.shared_settings(name, block) for name, block in blocks.items()}
+    figures = {name: mf.module(name).FIGURES for name in blocks}
+    return list(mf.MODULES), settings, cells, figures
+
+
+MF_EXPERIMENTS, MF_SETTINGS, MF_CELLS, MF_FIGURES = _mean_field()
+
+
+def mean_field_targets():
+    """Merged mean-field dataset and every figure of every experiment (empty without any)."""
+    if not MF_CELLS:
+        return []
+    return ["results/mean_field.nc"] + [
+        f"results/figures/mean_field/{name}_{fig}.{ext}"
+        for name, figs in MF_FIGURES.items()
+        for fig in figs
+        for ext in FIGURE_FORMATS
+    ]
+
+
+# Cluster requests scaled with each cell's size (weightdyn.resources); they grow with each retry.
+def data_request(w, attempt):
+    return resources.single_layer_data(SL_DATA[w.data], config["single_layer"]["n_test"], attempt)
+
+
+def theory_request(w, attempt):
+    return resources.single_layer_theory(SL_CELLS[w.cell], attempt)
+
+
+def sgd_request(w, attempt):
+    return resources.single_layer_sgd(SL_CELLS[w.cell], SGD_PROTOCOL, attempt)
+
+
+def two_layer_request(w, attempt):
+    return resources.two_layer_cell(TWO_LAYER_CELLS[w.tl], attempt)

@@ -1,6 +1,5 @@
 # Single-experiment rules of paper 000 Sec. II: relaxation (Fig. 3), loss perturbation (Fig. 5),
 # Table 1, SGD vs stochastic gradient flow (Eq. 13) and the geometric Brownian motion (Eq. 24).
-import weightdyn
 
 rule experiment:
     output:
@@ -13,7 +12,7 @@ rule experiment:
     params:
         block=lambda w: EXPERIMENTS[w.experiment.split("_")[0]],
         protocol=SGD_PROTOCOL,
-        version=weightdyn.__version__,
+        code=code_hash("single_layer"),
     conda:
         "../envs/weightdyn.yaml"
     threads: 1

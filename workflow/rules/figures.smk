@@ -9,13 +9,21 @@ localrules:
     figure_experiment,
     figure_two_layer,
     two_layer_merge,
+    mean_field_summary,
+    mean_field_merge,
+    figure_mean_field,
 
 
 rule figure_fig4:
     input:
         "results/single_layer.nc",
     output:
-        expand("results/figures/{{fig}}.{ext}", ext=FIGURE_FORMATS),
+        figure_report(
+            expand("results/figures/{{fig}}.{ext}", ext=FIGURE_FORMATS),
+            caption="../report/fig4.rst",
+            category=SINGLE_LAYER_REPORT,
+            subcategory=lambda w: FIGURE_GROUPS[w.fig],
+        ),
     log:
         "logs/figures/{fig}.log",
     wildcard_constraints:
@@ -23,6 +31,7 @@ rule figure_fig4:
     params:
         cells=lambda w: sweep_cells(w.fig),
         style=sorted_params(config["figures"]),
+        code=code_hash("plots"),
     conda:
         "../envs/weightdyn.yaml"
     threads: 1
@@ -34,7 +43,12 @@ rule figure_noise:
     input:
         lambda w: NOISE_FIGURE_INPUT.get(w.fig, "results/noise_spectrum.nc"),
     output:
-        expand("results/figures/{{fig}}.{ext}", ext=FIGURE_FORMATS),
+        figure_report(
+            expand("results/figures/{{fig}}.{ext}", ext=FIGURE_FORMATS),
+            caption="../report/noise.rst",
+            category=SINGLE_LAYER_REPORT,
+            subcategory=lambda w: FIGURE_GROUPS[w.fig],
+        ),
     log:
         "logs/figures/{fig}.log",
     wildcard_constraints:
@@ -44,6 +58,7 @@ rule figure_noise:
             {c["P"] for c in NOISE_SPECTRUM.values() if c["n_batches"] > 0}
         ),
         style=sorted_params(config["figures"]),
+        code=code_hash("plots"),
     conda:
         "../envs/weightdyn.yaml"
     threads: 1
@@ -55,13 +70,19 @@ rule figure_experiment:
     input:
         lambda w: f"results/experiments/{EXPERIMENT_FIGURES[w.fig]}.nc",
     output:
-        expand("results/figures/{{fig}}.{ext}", ext=FIGURE_FORMATS),
+        figure_report(
+            expand("results/figures/{{fig}}.{ext}", ext=FIGURE_FORMATS),
+            caption="../report/experiment.rst",
+            category=SINGLE_LAYER_REPORT,
+            subcategory=lambda w: FIGURE_GROUPS[w.fig],
+        ),
     log:
         "logs/figures/{fig}.log",
     wildcard_constraints:
         fig="fig3|fig5a|fig5b|fig_sgd_sgf|fig_gbm",
     params:
         style=sorted_params(config["figures"]),
+        code=code_hash("plots"),
     conda:
         "../envs/weightdyn.yaml"
     threads: 1

@@ -1,5 +1,4 @@
 # Mini-batch noise of the single-layer network (paper 000 Sec. II.2.2): Figs. 1a, 1b, 2a-c.
-import weightdyn
 
 NZ = "results/noise"
 
@@ -11,7 +10,7 @@ rule noise_projector:
         "logs/noise/projector/{proj}.log",
     params:
         cell=lambda w: NOISE_PROJECTOR[w.proj],
-        version=weightdyn.__version__,
+        code=code_hash("single_layer"),
     conda:
         "../envs/weightdyn.yaml"
     threads: 1
@@ -31,7 +30,7 @@ rule noise_k_diagonal:
         "logs/noise/k_diagonal/{data}.log",
     params:
         cell=lambda w: SL_DATA[w.data],
-        version=weightdyn.__version__,
+        code=code_hash("single_layer"),
     conda:
         "../envs/weightdyn.yaml"
     threads: 1
@@ -48,7 +47,7 @@ rule noise_spectrum:
         "logs/noise/spectrum/{spec}.log",
     params:
         cell=lambda w: NOISE_SPECTRUM[w.spec],
-        version=weightdyn.__version__,
+        code=code_hash("single_layer"),
     conda:
         "../envs/weightdyn.yaml"
     threads: 1
@@ -68,7 +67,7 @@ rule noise_hessian_basis:
         "logs/noise/hessian_basis.log",
     params:
         cell=sorted_params(NOISE_CONFIG.get("hessian_basis", {})),
-        version=weightdyn.__version__,
+        code=code_hash("single_layer"),
     conda:
         "../envs/weightdyn.yaml"
     threads: 1
@@ -87,7 +86,7 @@ rule noise_merge:
         kind="projector|k_diagonal|spectrum",
     params:
         cells=lambda w: [NOISE_CELL_PARAMS[w.kind][n] for n in NOISE_CELLS[w.kind]],
-        version=weightdyn.__version__,
+        code=code_hash("single_layer"),
     conda:
         "../envs/weightdyn.yaml"
     threads: 1

@@ -1,5 +1,4 @@
 # Single-layer linear network (paper 000, Sec. II): data -> theory -> SGD -> merge.
-import weightdyn
 
 SL = "results/single_layer"
 
@@ -17,13 +16,14 @@ rule single_layer_data:
     params:
         cell=lambda w: SL_DATA[w.data],
         n_test=config["single_layer"]["n_test"],
-        version=weightdyn.__version__,
+        code=code_hash("single_layer"),
     conda:
         "../envs/weightdyn.yaml"
     threads: 1
     resources:
-        mem_mb=1000,
-        runtime=5,
+        mem_mb=lambda w, attempt: data_request(w, attempt)["mem_mb"],
+        runtime=lambda w, attempt: data_request(w, attempt)["runtime"],
+    cache: "omit-software"
     script:
         "../../scripts/single_layer_data.py"
 
@@ -37,13 +37,14 @@ rule single_layer_theory:
         "logs/single_layer/theory/{cell}.log",
     params:
         cell=lambda w: SL_CELLS[w.cell],
-        version=weightdyn.__version__,
+        code=code_hash("single_layer"),
     conda:
         "../envs/weightdyn.yaml"
     threads: 1
     resources:
-        mem_mb=1000,
-        runtime=5,
+        mem_mb=lambda w, attempt: theory_request(w, attempt)["mem_mb"],
+        runtime=lambda w, attempt: theory_request(w, attempt)["runtime"],
+    cache: "omit-software"
     script:
         "../../scripts/single_layer_theory.py"
 
@@ -58,13 +59,13 @@ rule single_layer_sgd:
     params:
         cell=lambda w: SL_CELLS[w.cell],
         protocol=sorted_params(config["single_layer"]["sgd"]),
-        version=weightdyn.__version__,
+        code=code_hash("single_layer"),
     conda:
         "../envs/weightdyn.yaml"
     threads: 1
     resources:
-        mem_mb=2000,
-        runtime=60,
+        mem_mb=lambda w, attempt: sgd_request(w, attempt)["mem_mb"],
+        runtime=lambda w, attempt: sgd_request(w, attempt)["runtime"],
     script:
         "../../scripts/single_layer_sgd.py"
 
@@ -80,7 +81,7 @@ rule single_layer_merge:
     params:
         theory_cells=[SL_CELLS[name] for name in sorted(SL_CELLS)],
         sgd_cells=[SL_CELLS[name] for name in SL_SIMULATED],
-        version=weightdyn.__version__,
+        code=code_hash("single_layer"),
     conda:
         "../envs/weightdyn.yaml"
     threads: 1

@@ -1,5 +1,4 @@
 # Two-layer linear network (paper 000 Sec. III): one job per named cell, then a merge.
-import weightdyn
 
 
 wildcard_constraints:
@@ -13,13 +12,13 @@ rule two_layer_cell:
         "logs/two_layer/{tl}.log",
     params:
         block=lambda w: TWO_LAYER_CELLS[w.tl],
-        version=weightdyn.__version__,
+        code=code_hash("two_layer"),
     conda:
         "../envs/weightdyn.yaml"
     threads: 1
     resources:
-        mem_mb=4000,
-        runtime=60,
+        mem_mb=lambda w, attempt: two_layer_request(w, attempt)["mem_mb"],
+        runtime=lambda w, attempt: two_layer_request(w, attempt)["runtime"],
     script:
         "../../scripts/two_layer_cell.py"
 
@@ -33,7 +32,7 @@ rule two_layer_merge:
         "logs/two_layer/merge.log",
     params:
         cells=[TWO_LAYER_CELLS[name] for name in sorted(TWO_LAYER_CELLS)],
-        version=weightdyn.__version__,
+        code=code_hash("two_layer"),
     conda:
         "../envs/weightdyn.yaml"
     threads: 1
@@ -45,13 +44,19 @@ rule figure_two_layer:
     input:
         "results/two_layer/{tl}.nc",
     output:
-        expand("results/figures/two_layer/{{tl}}_{{fig}}.{ext}", ext=FIGURE_FORMATS),
+        figure_report(
+            expand("results/figures/two_layer/{{tl}}_{{fig}}.{ext}", ext=FIGURE_FORMATS),
+            caption="../report/two_layer.rst",
+            category=TWO_LAYER_REPORT,
+            subcategory="{tl}",
+        ),
     log:
         "logs/figures/two_layer_{tl}_{fig}.log",
     wildcard_constraints:
         fig="fig6a|fig6bc|fig7a|fig7b|fig_drift|fig_relaxation",
     params:
         style=sorted_params(config["figures"]),
+        code=code_hash("plots"),
     conda:
         "../envs/weightdyn.yaml"
     threads: 1

@@ -106,9 +106,7 @@ class ShiftedTanhUnit:
         off = -self.beta * s
         hh = -2.0 * self.beta**2 * w[..., 0, None] * t * s
         zero = np.zeros_like(t)
-        return np.stack(
-            [np.stack([zero, off], axis=-1), np.stack([off, hh], axis=-1)], axis=-2
-        )
+        return np.stack([np.stack([zero, off], axis=-1), np.stack([off, hh], axis=-1)], axis=-2)
 
     def u_derivatives(
         self, w: np.ndarray, x: np.ndarray, rho: np.ndarray, laplacian: bool = False

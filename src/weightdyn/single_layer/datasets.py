@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from weightdyn.single_layer.simulate import SGDResult
 
 P000 = "paper 000"
+DISCRETE = f"exact discrete recursion, beyond {P000} Eq. 30"
 
 
 def _mode(values: np.ndarray) -> tuple[tuple[str], np.ndarray]:
@@ -44,6 +45,14 @@ def theory_dataset(
     q_over_c = np.linalg.norm(Q) / c_norm if c_norm > 0 else np.nan
     m_iso_norm = M_iso * np.sqrt(N)
     tau = theory.slowest_relaxation_steps(H, lr)
+    lr_max = theory.max_stable_lr_second_moment(X, batch_size, sampling)
+    if lr < lr_max:
+        disc = theory.discrete_stationary_covariance(X, y, lr, batch_size, sampling)
+        eig_M_discrete = theory.sorted_eigenvalues(disc.M)
+        iterations, residual = disc.iterations, disc.residual
+    else:  # the second moment diverges: no stationary state
+        eig_M_discrete = np.full(N, np.nan)
+        iterations, residual = 0, np.nan
     dw_teacher = w_star - data.u
     test_loss = 0.5 * (data.sigma_x2 * (dw_teacher @ dw_teacher + np.trace(M)) + data.sigma_eps2)
     ds = xr.Dataset(
@@ -168,6 +177,38 @@ def theory_dataset(
                     "1",
                     f"{P000} Sec. II.2.2, App. D",
                 ),
+            ),
+            "eig_M_discrete": (
+                *_mode(eig_M_discrete),
+                attrs(
+                    "eigenvalues of the exact stationary second moment of w - w* under SGD",
+                    "1",
+                    DISCRETE,
+                ),
+            ),
+            "second_moment_radius": (
+                (),
+                theory.second_moment_stability(X, lr, batch_size, sampling),
+                attrs(
+                    "spectral radius of M -> E_B[(1 - lr H_B) M (1 - lr H_B)] (< 1: stable)",
+                    "1",
+                    DISCRETE,
+                ),
+            ),
+            "lr_max_second_moment": (
+                (),
+                lr_max,
+                attrs("largest learning rate with a bounded SGD second moment", "1", DISCRETE),
+            ),
+            "discrete_iterations": (
+                (),
+                np.int64(iterations),
+                attrs("preconditioned conjugate-gradient steps of the exact solve", "1", DISCRETE),
+            ),
+            "discrete_residual": (
+                (),
+                residual,
+                attrs("relative residual of the exact discrete recursion", "1", DISCRETE),
             ),
             "fluctuations_vanish": (
                 (),

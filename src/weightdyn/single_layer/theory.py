@@ -32,27 +32,36 @@ Paper typos found while implementing (see ``tests/test_single_layer_theory.py``)
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from numbers import Integral
 from typing import Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+from scipy.sparse.linalg import LinearOperator, eigsh
 
 __all__ = [
+    "DiscreteCovariance",
     "circulation",
     "detailed_balance_covariance",
     "detailed_balance_eigenvalues",
+    "discrete_stationary_covariance",
     "hessian",
     "hessian_noise_covariance",
     "isotropic_covariance",
     "loss",
     "marchenko_pastur_edges",
+    "max_stable_lr_second_moment",
     "min_norm_solution",
+    "minibatch_hessian_moment",
     "noise_covariance",
     "noise_prefactor",
     "optimal_loss",
     "relaxation_rates",
     "sample_weights_K",
+    "second_moment_stability",
+    "second_moment_step",
     "slowest_relaxation_steps",
     "sorted_eigenvalues",
     "stationary_covariance",
@@ -424,3 +433,271 @@ def marchenko_pastur_edges(N: int, P: int, sigma_x2: float) -> tuple[float, floa
         raise ValueError(f"N and P must be >= 1, got N={N!r}, P={P!r}")
     q = np.sqrt(N / P)
     return float(sigma_x2 * (1.0 - q) ** 2), float(sigma_x2 * (1.0 + q) ** 2)
+
+
+# ------------------------------------------------ exact discrete-time second moment
+
+
+@dataclass(frozen=True)
+class DiscreteCovariance:
+    """Solution of the exact discrete-time stationarity condition (beyond Eq. 30).
+
+    ``M`` is the ``(N, N)`` stationary second moment of ``w - w*``; ``iterations`` the number
+    of preconditioned conjugate-gradient steps; ``residual`` the relative residual
+    ``||M - E_B[(1 - lr H_B) M (1 - lr H_B)] - lr^2 C||_F / ||lr^2 C||_F`` of the recursion,
+    evaluated afresh from ``M`` (0 if ``C = 0``).
+    """
+
+    M: FloatArray
+    iterations: int
+    residual: float
+
+
+class _RangeFrame:
+    """Eigenframe of ``H`` restricted to its range, with the mini-batch statistics of ``H_B``.
+
+    Matrices in this frame are ``Mt = V_r^T M V_r`` (``r x r``). The operators are
+
+    * ``lyap(Mt) = H M + M H`` (the Lyapunov operator of Eq. 29), diagonal in this frame;
+    * ``batch(Mt) = E_B[H_B M H_B] = c D(M) + (1 - c) H M H`` with
+      ``D(M) = (1/P) sum_mu x_mu (x_mu^T M x_mu) x_mu^T`` and ``c`` the App. C prefactor
+      (Eq. 83), exact for both sampling modes, costing ``O(P r^2)``.
+
+    Both are self-adjoint for the Frobenius inner product; ``lyap`` is positive definite.
+    """
+
+    def __init__(
+        self, X: FloatArray, batch_size: int, sampling: Sampling, rtol: float | None
+    ) -> None:
+        P = X.shape[0]
+        self.c = noise_prefactor(P, batch_size, sampling)
+        omega, V = _eigh_sym(hessian(X))
+        keep = omega > _range_threshold(omega, rtol)
+        self.omega = omega[keep]
+        self.V = V[:, keep]
+        self.Xt = X @ self.V
+        self.P = P
+        self.pair_sum = self.omega[:, None] + self.omega[None, :]
+
+    def to_frame(self, M: FloatArray) -> FloatArray:
+        return self.V.T @ M @ self.V
+
+    def from_frame(self, Mt: FloatArray) -> FloatArray:
+        M = self.V @ Mt @ self.V.T
+        return 0.5 * (M + M.T)
+
+    def lyap(self, Mt: FloatArray) -> FloatArray:
+        return self.pair_sum * Mt
+
+    def batch(self, Mt: FloatArray) -> FloatArray:
+        q = np.einsum("pi,pi->p", self.Xt @ Mt, self.Xt)
+        D = self.Xt.T @ (q[:, None] * self.Xt) / self.P
+        HMH = self.omega[:, None] * Mt * self.omega[None, :]
+        return self.c * D + (1.0 - self.c) * HMH
+
+    def stability_operator(self, Mt: FloatArray, lr: float) -> FloatArray:
+        """``(M - E_B[(1 - lr H_B) M (1 - lr H_B)]) / lr = H M + M H - lr E_B[H_B M H_B]``."""
+        return self.lyap(Mt) - lr * self.batch(Mt)
+
+
+def minibatch_hessian_moment(
+    X: ArrayLike, M: ArrayLike, batch_size: int, sampling: Sampling = "with"
+) -> FloatArray:
+    """Exact mini-batch average ``E_B[H_B M H_B]`` with ``H_B = (1/S) sum_{mu in B} x_mu x_mu^T``.
+
+    Both sampling modes of App. C reduce to (``c`` = :func:`noise_prefactor`, Eq. 83)::
+
+        E_B[H_B M H_B] = c D(M) + (1 - c) H M H,
+        D(M) = (1/P) sum_mu x_mu (x_mu^T M x_mu) x_mu^T,
+
+    i.e. ``c = 1/S`` with replacement and ``c = (P - S) / (S (P - 1))`` without (the pair
+    ``mu != nu`` of a batch without replacement is uniform over ordered distinct pairs). Cost
+    ``O(P N^2)``; ``M`` need not be symmetric.
+    """
+    X = np.asarray(X, dtype=float)
+    if X.ndim != 2:
+        raise ValueError(f"X must have shape (P, N), got shape {X.shape}")
+    M = _check_square(M, "M")
+    if M.shape[0] != X.shape[1]:
+        raise ValueError(f"M must have shape ({X.shape[1]}, {X.shape[1]}), got {M.shape}")
+    P = X.shape[0]
+    c = noise_prefactor(P, batch_size, sampling)
+    H = hessian(X)
+    q = np.einsum("pi,pi->p", X @ M, X)
+    return c * (X.T @ (q[:, None] * X) / P) + (1.0 - c) * H @ M @ H
+
+
+def second_moment_step(
+    X: ArrayLike, M: ArrayLike, lr: float, batch_size: int, sampling: Sampling = "with"
+) -> FloatArray:
+    """One step of the exact second-moment map ``M -> E_B[(1 - lr H_B) M (1 - lr H_B)^T]``.
+
+    This is the homogeneous part of the discrete SGD recursion (Eq. 11 with the mini-batch
+    Hessian ``H_B`` of Eq. 10); it equals ``M - lr (H M + M H) + lr^2 E_B[H_B M H_B]``
+    (:func:`minibatch_hessian_moment`).
+    """
+    M = _check_square(M, "M")
+    H = hessian(X)
+    return M - lr * (H @ M + M @ H) + lr**2 * minibatch_hessian_moment(X, M, batch_size, sampling)
+
+
+def _pcg(
+    apply: Callable[[FloatArray], FloatArray],
+    precond: Callable[[FloatArray], FloatArray],
+    b: FloatArray,
+    tol: float,
+    max_iter: int,
+) -> tuple[FloatArray, int]:
+    """Preconditioned conjugate gradients for ``apply(x) = b`` (Frobenius inner product)."""
+    x = np.zeros_like(b)
+    r = b.copy()
+    b_norm = float(np.linalg.norm(b))
+    z = precond(r)
+    p = z.copy()
+    rz = float(np.vdot(r, z))
+    for it in range(1, max_iter + 1):
+        Ap = apply(p)
+        alpha = rz / float(np.vdot(p, Ap))
+        x += alpha * p
+        r -= alpha * Ap
+        if np.linalg.norm(r) <= tol * b_norm:
+            return x, it
+        z = precond(r)
+        rz_new = float(np.vdot(r, z))
+        p = z + (rz_new / rz) * p
+        rz = rz_new
+    return x, max_iter
+
+
+def discrete_stationary_covariance(
+    X: ArrayLike,
+    y: ArrayLike,
+    lr: float,
+    batch_size: int,
+    sampling: Sampling = "with",
+    *,
+    tol: float = 1e-13,
+    max_iter: int = 5000,
+    rtol: float | None = None,
+) -> DiscreteCovariance:
+    """Exact stationary second moment ``M = E[(w - w*)(w - w*)^T]`` of discrete-time SGD.
+
+    With ``d = w - w*``, one SGD step (Eqs. 10-11) is exactly
+    ``d' = (1 - lr H_B) d - lr g_B`` with ``g_B = grad L_B(w*)`` (``E_B g_B = 0``). The batch
+    is independent of ``d``; the mean obeys ``m' = (1 - lr H) m`` and vanishes at
+    stationarity, which removes the cross term ``lr^2 E_B[H_B m g_B^T] + h.c.`` (non-zero
+    for ``m != 0``). Hence, without an additive-noise approximation::
+
+        M = E_B[(1 - lr H_B) M (1 - lr H_B)] + lr^2 C,   C = Eqs. 17-18 (App. C prefactor),
+
+    equivalently ``H M + M H - lr E_B[H_B M H_B] = lr C``: the Lyapunov equation (Eq. 29)
+    plus the discrete-time term ``-lr E_B[H_B M H_B]`` (:func:`minibatch_hessian_moment`).
+    Eq. 30 is its ``lr -> 0`` limit.
+
+    The left-hand operator is self-adjoint and, below :func:`max_stable_lr_second_moment`,
+    positive definite, so it is solved by conjugate gradients preconditioned with the
+    inverse Lyapunov operator (diagonal in the eigenbasis of ``H``), without forming the
+    ``N^2 x N^2`` matrix; each step costs ``O(P N^2)``. The condition number is at most
+    ``1 / (1 - lr / lr_max)``. ``M`` is restricted to the range of ``H`` (as in
+    :func:`stationary_covariance`); ``tol`` bounds the relative residual of the solve.
+
+    Raises
+    ------
+    ValueError
+        if ``lr <= 0``, if the solve does not reach ``tol`` in ``max_iter`` steps, or if the
+        fixed point is not positive semi-definite: beyond the second-moment stability limit
+        the linear equation may still have a solution, but (``T`` being a positive map, by
+        the Krein-Rutman theorem) no PSD one when ``C`` is positive definite on the range.
+    """
+    X, y = _check_xy(X, y)
+    if lr <= 0:
+        raise ValueError(f"lr must be positive, got {lr!r}")
+    frame = _RangeFrame(X, batch_size, sampling, rtol)
+    C = noise_covariance(X, y, batch_size, sampling)
+    rhs = lr * frame.to_frame(C)
+    N = X.shape[1]
+    if not np.any(rhs):
+        return DiscreteCovariance(M=np.zeros((N, N)), iterations=0, residual=0.0)
+    Mt, iterations = _pcg(
+        lambda A: frame.stability_operator(A, lr),
+        lambda A: A / frame.pair_sum,
+        rhs,
+        tol,
+        max_iter,
+    )
+    M = frame.from_frame(Mt)
+    resid = M - second_moment_step(X, M, lr, batch_size, sampling) - lr**2 * C
+    residual = float(np.linalg.norm(resid) / np.linalg.norm(lr**2 * C))
+    if iterations == max_iter and residual > tol:
+        raise ValueError(
+            f"conjugate gradients did not converge in {max_iter} steps (relative residual "
+            f"{residual:.2e}); is lr = {lr} beyond the second-moment stability limit?"
+        )
+    eig = np.linalg.eigvalsh(M)
+    if eig[0] < -np.sqrt(tol) * eig[-1]:
+        raise ValueError(
+            f"the fixed point is not positive semi-definite (eigenvalue {eig[0]:.3e}): "
+            f"lr = {lr} is beyond the second-moment stability limit "
+            "(max_stable_lr_second_moment), where no stationary state exists"
+        )
+    return DiscreteCovariance(M=M, iterations=iterations, residual=residual)
+
+
+def _extreme_eigenvalue(
+    apply: Callable[[FloatArray], FloatArray], r: int, which: Literal["LA", "SA"]
+) -> float:
+    """Extreme eigenvalue of a Frobenius-self-adjoint map of ``r x r`` matrices (Lanczos)."""
+    if r == 1:
+        return float(apply(np.ones((1, 1)))[0, 0])
+    op = LinearOperator(
+        (r * r, r * r),
+        matvec=lambda v: apply(np.reshape(v, (r, r))).ravel(),
+        dtype=float,
+    )
+    v0 = np.eye(r).ravel()
+    return float(eigsh(op, k=1, which=which, v0=v0, tol=1e-12, return_eigenvectors=False)[0])
+
+
+def second_moment_stability(
+    X: ArrayLike,
+    lr: float,
+    batch_size: int,
+    sampling: Sampling = "with",
+    *,
+    rtol: float | None = None,
+) -> float:
+    """Spectral radius of the second-moment map ``M -> E_B[(1 - lr H_B) M (1 - lr H_B)^T]``.
+
+    The map (:func:`second_moment_step`) is self-adjoint for the Frobenius inner product and
+    positive (it maps PSD to PSD matrices), so its spectral radius is its largest eigenvalue
+    ``1 - lr theta_min`` with ``theta_min`` the smallest eigenvalue of
+    ``M -> H M + M H - lr E_B[H_B M H_B]``, found by Lanczos iteration in the eigenframe of
+    ``H``. Restricted to the range of ``H`` (null directions of an over-parameterised ``H``
+    never move and contribute the eigenvalue 1). The SGD second moment about ``w*`` converges
+    iff the radius is below 1. Beyond paper 000 (its continuum analogue is Eqs. 21-24).
+    """
+    X = np.asarray(X, dtype=float)
+    frame = _RangeFrame(X, batch_size, sampling, rtol)
+    theta = _extreme_eigenvalue(lambda A: frame.stability_operator(A, lr), frame.omega.size, "SA")
+    return 1.0 - lr * theta
+
+
+def max_stable_lr_second_moment(
+    X: ArrayLike, batch_size: int, sampling: Sampling = "with", *, rtol: float | None = None
+) -> float:
+    """Largest learning rate with a bounded SGD second moment: ``1 / mu_max``.
+
+    The map ``1 - E_B[(1 - lr H_B) . (1 - lr H_B)] = lr (L - lr F)`` with the Lyapunov
+    operator ``L(M) = H M + M H`` (Eq. 29) and ``F(M) = E_B[H_B M H_B]``; both are
+    self-adjoint and ``L`` is positive definite, so the radius of
+    :func:`second_moment_stability` reaches 1 exactly at ``lr = 1 / mu_max``, ``mu_max`` the
+    largest eigenvalue of ``L^{-1/2} F L^{-1/2}`` (Lanczos in the eigenframe of ``H``, no root
+    search). Without mini-batch noise (``c = 0``) this is ``2 / omega_max``; with noise it is
+    smaller (roughly ``2 S / tr H`` for ``S << P``). The one-dimensional case is the
+    condition ``lr (a^2 + c Var x^2) < 2 a`` of docs/errata.md (Eqs. 21-24).
+    """
+    X = np.asarray(X, dtype=float)
+    frame = _RangeFrame(X, batch_size, sampling, rtol)
+    scale = 1.0 / np.sqrt(frame.pair_sum)
+    mu = _extreme_eigenvalue(lambda A: scale * frame.batch(scale * A), frame.omega.size, "LA")
+    return 1.0 / mu

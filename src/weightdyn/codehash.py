@@ -1,0 +1,76 @@
+"""Hashes of the package code that a workflow rule's results depend on.
+
+Snakemake reruns a rule when its own script changes, not when the package code it imports changes.
+Every compute rule therefore carries ``code=code_hash(part)`` in its params: the SHA-256 of the
+source files in the import closure of one part of the package (``single_layer``, ``two_layer``,
+``mean_field``), so an edit reruns exactly the rules whose results it can change. Plotting code
+(``weightdyn.plots``) is left out of the compute closures, so that a figure change never triggers a
+simulation; the figure rules carry ``code_hash("plots")`` instead.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import hashlib
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent
+PARTS = ("single_layer", "two_layer", "mean_field", "plots")
+
+
+def _module_file(module: str) -> Path | None:
+    """Source file of a ``weightdyn...`` module name, or None if it is not in the package."""
+    parts = module.split(".")[1:]
+    base = PACKAGE.joinpath(*parts)
+    if base.with_suffix(".py").is_file():
+        return base.with_suffix(".py")
+    if (base / "__init__.py").is_file():
+        return base / "__init__.py"
+    return None
+
+
+def _imports(path: Path) -> set[Path]:
+    """Package source files that ``path`` imports (``from weightdyn.x import y`` includes ``x.y``)."""
+    found: set[Path] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+        for name in names:
+            if name == "weightdyn" or name.startswith("weightdyn."):
+                file = _module_file(name)
+                if file is not None:
+                    found.add(file)
+    return found
+
+
+@functools.cache
+def closure(part: str) -> tuple[Path, ...]:
+    """Source files of package part ``part`` and of everything they import, recursively.
+
+    Compute parts stop at ``weightdyn.plots`` (figures never change simulation results).
+    """
+    if part not in PARTS:
+        raise ValueError(f"part: {part!r} is not one of {PARTS}")
+    todo = set((PACKAGE / part).rglob("*.py"))
+    seen: set[Path] = set()
+    plots = PACKAGE / "plots"
+    while todo:
+        path = todo.pop()
+        seen.add(path)
+        for dep in _imports(path) - seen:
+            if part == "plots" or plots not in dep.parents:
+                todo.add(dep)
+    return tuple(sorted(seen))
+
+
+def code_hash(part: str) -> str:
+    """First 16 hex digits of the SHA-256 of the import closure of ``part`` (paths and contents)."""
+    digest = hashlib.sha256()
+    for path in closure(part):
+        digest.update(str(path.relative_to(PACKAGE)).encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]

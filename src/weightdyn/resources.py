@@ -1,0 +1,66 @@
+"""Cluster resource requests of the compute rules, scaled with each cell's size.
+
+A scheduler needs honest upper bounds: memory from the arrays a job holds, run time from the largest
+number of steps the protocol allows times a conservative throughput (a quarter of what
+``benchmarks/sgd_throughput.py`` and ``benchmarks/two_layer_throughput.py`` measure on one core).
+Every request doubles with each retry (``attempt``), so a job killed for time or memory gets more.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+BASE_MB = 400  # interpreter, numpy, numba and xarray
+SL_MULADDS_PER_S = 7.5e8  # single-layer kernel: S * N multiply-adds per replica-step
+TL_MULADDS_PER_S = 2.5e8  # two-layer kernel: S * N_h * (N_i + N_o) per replica-step
+
+
+def _mb(n_floats: float) -> int:
+    return BASE_MB + math.ceil(8 * n_floats / 1e6)
+
+
+def _minutes(seconds: float, attempt: int) -> int:
+    return attempt * max(5, math.ceil(1.5 * seconds / 60))
+
+
+def single_layer_data(cell: Mapping[str, object], n_test: int, attempt: int = 1) -> dict[str, int]:
+    """Training and test inputs of one data set: (P + n_test) x N floats."""
+    N, P = int(cell["N"]), int(cell["P"])
+    return {"mem_mb": attempt * _mb(3 * (P + n_test) * N), "runtime": attempt * 5}
+
+
+def single_layer_theory(cell: Mapping[str, object], attempt: int = 1) -> dict[str, int]:
+    """Eqs. 17, 30: a handful of N x N matrices and one P x N data matrix; O(N^3 + P N^2) time."""
+    N, P = int(cell["N"]), int(cell["P"])
+    seconds = 50 * (N**3 + P * N**2) / 1e9
+    return {"mem_mb": attempt * _mb(2 * P * N + 12 * N * N), "runtime": _minutes(seconds, attempt)}
+
+
+def single_layer_sgd(
+    cell: Mapping[str, object], protocol: Mapping[str, object], attempt: int = 1
+) -> dict[str, int]:
+    """R replicas for at most burnin_max_steps + sample_max_steps steps; R x blocks x N x N moments."""
+    N, P, S = int(cell["N"]), int(cell["P"]), int(cell["batch_size"])
+    replicas = int(protocol.get("replicas", 64))
+    blocks = int(protocol.get("n_blocks", 4))
+    steps = int(protocol.get("burnin_max_steps", 2_000_000)) + int(
+        protocol.get("sample_max_steps", 10_000_000)
+    )
+    seconds = replicas * steps * S * N / SL_MULADDS_PER_S
+    floats = P * N + 2 * replicas * blocks * N * (N + 1) + 4 * replicas * 65_536
+    return {"mem_mb": attempt * _mb(floats), "runtime": _minutes(seconds, attempt)}
+
+
+def two_layer_cell(cell: Mapping[str, object], attempt: int = 1) -> dict[str, int]:
+    """Exact linearisation (n_theta x n_theta matrices, n_theta = N_h (N_i + N_o)) and R chains.
+
+    The chains run a fixed number of relaxation times whose length in steps depends on the data;
+    the request assumes 10^6 steps per replica, ten times the default cells'.
+    """
+    n_i, n_h, n_o, P = (int(cell[k]) for k in ("N_i", "N_h", "N_o", "P"))
+    S, replicas = int(cell["batch_size"]), int(cell.get("replicas", 8))
+    n_theta = n_h * (n_i + n_o)
+    seconds = replicas * 1e6 * S * n_h * (n_i + n_o) / TL_MULADDS_PER_S + 50 * n_theta**3 / 1e9
+    floats = 8 * n_theta**2 + P * (n_i + n_o) + replicas * 4 * n_theta**2
+    return {"mem_mb": attempt * _mb(floats), "runtime": _minutes(seconds, attempt)}

@@ -1,0 +1,53 @@
+"""Data and theory outputs are shared between checkouts through Snakemake's output cache."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+import yaml
+from workflow_helpers import ROOT, copy_workflow, job_counts, snakemake
+
+pytestmark = pytest.mark.slow
+
+
+def test_second_checkout_takes_data_and_theory_from_the_cache(tmp_path: Path) -> None:
+    cfg = yaml.safe_load((ROOT / "config" / "test.yaml").read_text())
+    tiny = {
+        "single_layer": {
+            "n_test": 20,
+            "sweeps": {"fig4c": cfg["single_layer"]["sweeps"]["fig4c"]},
+            "sgd": cfg["single_layer"]["sgd"],
+        },
+        "figures": cfg["figures"],
+    }
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(tiny))
+    (tmp_path / "cache").mkdir()
+    os.environ["SNAKEMAKE_OUTPUT_CACHE"] = str(tmp_path / "cache")
+    try:
+        runs = []
+        for name in ("first", "second"):
+            wf = copy_workflow(tmp_path / name)
+            proc = snakemake(wf, "--cache", "--configfile", "../tiny.yaml", "--cores", "2")
+            runs.append((wf, proc.stdout + proc.stderr))
+    finally:
+        del os.environ["SNAKEMAKE_OUTPUT_CACHE"]
+    (first, first_log), (second, second_log) = runs
+    counts = job_counts(second_log)
+    shared = counts["single_layer_data"] + counts["single_layer_theory"]
+    stored = [line for line in first_log.splitlines() if line.endswith("to cache.")]
+    cached = [line for line in second_log.splitlines() if line.endswith("from cache.")]
+    print("\n".join(cached))
+    assert len(stored) == shared > 0  # the first checkout computes and stores them
+    assert len(cached) == shared  # the second one links them from the cache, computing none
+    assert not [line for line in second_log.splitlines() if line.endswith("to cache.")]
+    assert all("/data/" in line or "/theory/" in line for line in cached)
+    with (
+        xr.open_dataset(first / "results" / "single_layer.nc") as a,
+        xr.open_dataset(second / "results" / "single_layer.nc") as b,
+    ):
+        for var in a.data_vars:
+            np.testing.assert_array_equal(a[var].values, b[var].values, err_msg=var)
