@@ -31,7 +31,7 @@ def _module_file(module: str) -> Path | None:
 
 
 def _imports(path: Path) -> set[Path]:
-    """Package source files that ``path`` imports (``from weightdyn.x import y`` includes ``x.y``)."""
+    """Package files that ``path`` imports (``from weightdyn.x import y`` also yields ``x.y``)."""
     found: set[Path] = set()
     for node in ast.walk(ast.parse(path.read_text())):
         names: list[str] = []

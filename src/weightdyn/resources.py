@@ -40,7 +40,7 @@ def single_layer_theory(cell: Mapping[str, object], attempt: int = 1) -> dict[st
 def single_layer_sgd(
     cell: Mapping[str, object], protocol: Mapping[str, object], attempt: int = 1
 ) -> dict[str, int]:
-    """R replicas for at most burnin_max_steps + sample_max_steps steps; R x blocks x N x N moments."""
+    """R replicas, at most burnin_max_steps + sample_max_steps steps, R x blocks x N^2 moments."""
     N, P, S = int(cell["N"]), int(cell["P"]), int(cell["batch_size"])
     replicas = int(protocol.get("replicas", 64))
     blocks = int(protocol.get("n_blocks", 4))

@@ -39,7 +39,7 @@ def module(name: str) -> ModuleType:
 
 
 def experiment_cells(config: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, dict]]:
-    """``{experiment: {cell name: cell}}`` for the experiments present in the ``mean_field`` block."""
+    """``{experiment: {cell name: cell}}`` for the experiments in the ``mean_field`` block."""
     out: dict[str, dict[str, dict]] = {}
     for name, block in config.items():
         cells = module(name).cells(block)

@@ -161,7 +161,7 @@ def training_set(x: np.ndarray) -> Measure:
 
 
 def make_measure(spec: Mapping[str, object]) -> Measure:
-    """Measure from config: ``{"kind": "gauss_legendre", "size": M}`` or ``{"kind": "grid", "size": M}``.
+    """Measure from config: ``{"kind": "gauss_legendre" | "grid", "size": M}``.
 
     ``grid`` is a finite training set of M equally spaced points on [-1, 1].
     """

@@ -7,8 +7,8 @@ is ``-N grad_{w_n} L`` for ``q = 1/N``: one explicit Euler step of size ``dt`` i
 gradient descent on L (Eq. 2) with the discrete learning rate ``N dt``.
 
 Weightless *probe* particles ride the same velocity field and carry ``log p`` along characteristics,
-``d log p / dt = Laplacian u`` (the solution of Eq. 10 after Eq. 10), giving the exact density of the
-infinite-width limit at their positions.
+``d log p / dt = Laplacian u`` (the characteristics solution below Eq. 10), giving the exact
+density of the infinite-width limit at their positions.
 """
 
 from __future__ import annotations
@@ -105,7 +105,8 @@ def rk4_step(unit: Unit, s: State, measure: Measure, f_values: np.ndarray, dt: f
     k3 = _rates(unit, _advance(s, dt / 2, k2), measure, f_values)
     k4 = _rates(unit, _advance(s, dt, k3), measure, f_values)
     combined = tuple(
-        None if a is None else (a + 2 * b + 2 * c + d) / 6 for a, b, c, d in zip(k1, k2, k3, k4)
+        None if a is None else (a + 2 * b + 2 * c + d) / 6
+        for a, b, c, d in zip(k1, k2, k3, k4, strict=True)
     )
     return _advance(s, dt, combined)
 
@@ -179,7 +180,7 @@ def gaussian_grid_nodes(
     weights ``(points**d,)``.
     """
     mean, std = np.asarray(mean, dtype=float), np.asarray(std, dtype=float)
-    axes = [m + s * np.linspace(-width, width, points) for m, s in zip(mean, std)]
+    axes = [m + s * np.linspace(-width, width, points) for m, s in zip(mean, std, strict=True)]
     nodes = np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1).reshape(-1, mean.size)
     trap = np.ones(points)
     trap[[0, -1]] = 0.5
@@ -191,6 +192,6 @@ def gaussian_grid_nodes(
 def sample_gaussian(
     rng: np.random.Generator, shape: tuple[int, ...], mean: Sequence[float], std: Sequence[float]
 ) -> np.ndarray:
-    """Independent draws from N(mean, diag(std^2)), shape ``(*shape, d)`` (the i.i.d. init of Eq. 3)."""
+    """I.i.d. draws from N(mean, diag(std^2)), shape ``(*shape, d)`` (initialisation of Eq. 3)."""
     mean, std = np.asarray(mean, dtype=float), np.asarray(std, dtype=float)
     return mean + std * rng.standard_normal((*shape, mean.size))
