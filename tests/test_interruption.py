@@ -113,8 +113,8 @@ def test_recovery_reruns_exactly_the_unfinished_cells(sig: signal.Signals, tmp_p
     snakemake(wf, "--unlock", "--configfile", "config/interrupt.yaml")
     recovery = snakemake(
         wf, "--rerun-incomplete", "--configfile", "config/interrupt.yaml", "--cores", "2"
-    ).stdout
-    rerun = _outputs(recovery)
+    )
+    rerun = _outputs(recovery.stdout + recovery.stderr)
     print(
         f"{sig.name}: {len(finished)} of {len(all_cells)} cells finished before the kill; "
         f"interrupted {sorted(interrupted)}; recovery ran {sorted(rerun)}"

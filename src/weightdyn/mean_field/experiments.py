@@ -24,7 +24,7 @@ MODULES = {
 
 SWEEP_AXES: dict[str, tuple[str, ...]] = {
     "width": (),
-    "pde": (),
+    "pde": ("grids", "particles_N", "schemes"),
     "small_output": ("eps", "w0_scales"),
     "gaussian": ("s",),
     "linearisation": ("deltas", "grid_sizes"),
