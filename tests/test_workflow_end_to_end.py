@@ -200,9 +200,10 @@ def test_adding_a_value_reruns_only_new_cells(test_run: Path) -> None:
         "single_layer_theory": 1,
         "single_layer_merge": 1,
         "figure_fig4": 3,
+        "figure_discrete": 3,
         "agreement_table": 1,
         "all": 1,
-        "total": 9,
+        "total": 12,
     }
     assert "N10_P30_s0.25_d0_lr0.1_S5_with" in proc.stdout
 

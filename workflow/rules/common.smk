@@ -79,9 +79,18 @@ def noise_figures():
     return figs
 
 
+def lr_sweep_cells():
+    """Cells of the learning-rate sweeps (named ``lr_*``) of the exact discrete-time theory."""
+    return [cell for name, cells in SL_SWEEPS.items() if name.startswith("lr_") for cell in cells]
+
+
+DISCRETE_FIGURES = ("fig_discrete_trace", "fig_discrete_spectra", "fig_discrete_divergence")
+
+
 def figure_targets():
     """Figure files drawn for the sweeps and experiments present in the config."""
     figs = [fig for fig in ("fig4a", "fig4b", "fig4c") if fig in SL_SWEEPS] + noise_figures()
+    figs += list(DISCRETE_FIGURES) if lr_sweep_cells() else []
     return [f"results/figures/{fig}.{ext}" for fig in figs for ext in FIGURE_FORMATS]
 
 

@@ -12,6 +12,7 @@ localrules:
     mean_field_summary,
     mean_field_merge,
     figure_mean_field,
+    figure_discrete,
 
 
 rule figure_fig4:
@@ -88,3 +89,28 @@ rule figure_experiment:
     threads: 1
     script:
         "../../scripts/figure_experiment.py"
+
+
+rule figure_discrete:
+    input:
+        "results/single_layer.nc",
+    output:
+        figure_report(
+            expand("results/figures/{{fig}}.{ext}", ext=FIGURE_FORMATS),
+            caption="../report/discrete.rst",
+            category=SINGLE_LAYER_REPORT,
+            subcategory="Beyond the paper: exact discrete-time covariance",
+        ),
+    log:
+        "logs/figures/{fig}.log",
+    wildcard_constraints:
+        fig="fig_discrete_trace|fig_discrete_spectra|fig_discrete_divergence",
+    params:
+        cells=lambda w: lr_sweep_cells(),
+        style=sorted_params(config["figures"]),
+        code=code_hash("plots"),
+    conda:
+        "../envs/weightdyn.yaml"
+    threads: 1
+    script:
+        "../../scripts/figure_discrete.py"
