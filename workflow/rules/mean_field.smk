@@ -63,7 +63,12 @@ rule figure_mean_field:
     input:
         "results/mean_field/{mf}.nc",
     output:
-        expand("results/figures/mean_field/{{mf}}_{{fig}}.{ext}", ext=FIGURE_FORMATS),
+        figure_report(
+            expand("results/figures/mean_field/{{mf}}_{{fig}}.{ext}", ext=FIGURE_FORMATS),
+            caption="../report/mean_field.rst",
+            category=MEAN_FIELD_REPORT,
+            subcategory=lambda w: MEAN_FIELD_GROUPS[w.mf],
+        ),
     log:
         "logs/figures/mean_field_{mf}_{fig}.log",
     params:

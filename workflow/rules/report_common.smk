@@ -3,6 +3,14 @@
 
 SINGLE_LAYER_REPORT = "Paper 000, Sec. II: single-layer network"
 TWO_LAYER_REPORT = "Paper 000, Sec. III: two-layer network"
+MEAN_FIELD_REPORT = "Paper 002: mean-field dynamics of wide shallow networks"
+MEAN_FIELD_GROUPS = {
+    "width": "E1: finite width vs the infinite-width limit (Eqs. 6, 12)",
+    "pde": "E2: the transport equation (Eqs. 9-10) on a grid",
+    "small_output": "E3: small output weights (Eqs. 19-26)",
+    "gaussian": "E4: Gaussian ansatz (Eqs. 27-30)",
+    "linearisation": "E5: linearisation at a zero-loss state (Eqs. 14-18)",
+}
 FIGURE_GROUPS = {
     "fig1a": "Fig. 1: projector and the matrix K",
     "fig1b": "Fig. 1: projector and the matrix K",
