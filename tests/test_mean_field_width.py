@@ -30,9 +30,9 @@ BLOCK = {
     "grid_width": 6.0,
     "reference_points": 25,
     "check_points": 21,
-    "N": [10, 100, 1000, 10000],
-    "particles_per_cell": 4000,
-    "seeds_min": 6,
+    "N": [10, 32, 100, 316, 1000, 3162, 10000],
+    "particles_per_cell": 10000,
+    "seeds_min": 8,
     "seeds_max": 1000,
     "chunk_particles": 20000,
     "energy": {"N": 50, "seeds": 3, "t_max": 1.0, "interval_steps": 10, "points": 7},
@@ -61,7 +61,7 @@ def test_cells_are_unique_and_seeds_follow_the_rule():
     names = [c["name"] for c in cells]
     assert len(set(names)) == len(names)
     widths = {c["N"]: c["seeds"] for c in cells if c["kind"] == "width"}
-    assert widths == {10: 400, 100: 40, 1000: 6, 10000: 6}
+    assert widths == {10: 1000, 32: 313, 100: 100, 316: 32, 1000: 10, 3162: 8, 10000: 8}
 
 
 def test_euler_step_is_gradient_descent_with_learning_rate_N_dt():
@@ -131,10 +131,13 @@ def summary():
 
 @pytest.mark.slow
 def test_width_sweep_gap_scales_as_inverse_sqrt_N(summary):
-    """RMS sup_{t>=1} |L_N - L_inf| ~ N^-1/2; quadrature error of L_inf far below the gaps."""
+    """RMS sup_{t>=1} |L_N - L_inf| ~ N^-1/2; quadrature error of L_inf far below the gaps.
+
+    Reduced block (M = 16, t <= 2, N <= 1e4): measured slope -0.505 +- 0.018.
+    """
     s, se = float(summary["slope_late"]), float(summary["slope_late_se"])
-    assert abs(s + 0.5) < 3 * se + 0.05
-    assert -0.7 < s < -0.3
+    assert abs(s + 0.5) < 3 * se
+    assert -0.6 < s < -0.4
     assert float(summary["grid_difference"]) < 0.1 * float(summary["rms_late"][-1])
     assert abs(float(summary["bias0_z"])) < 4
     assert float(summary["dissipation_min"]) > 0

@@ -23,7 +23,7 @@ MODULES = {
 }
 
 SWEEP_AXES: dict[str, tuple[str, ...]] = {
-    "width": (),
+    "width": ("N",),
     "pde": ("grids", "particles_N", "schemes"),
     "small_output": ("eps", "w0_scales"),
     "gaussian": ("s",),
