@@ -18,7 +18,9 @@ def load(path):
 inputs = snakemake.input
 rows = []
 if "single_layer" in inputs.keys():
-    rows += agreement.single_layer_rows(load(inputs.single_layer), snakemake.params.fig4_cells)
+    merged = load(inputs.single_layer)
+    rows += agreement.single_layer_rows(merged, snakemake.params.fig4_cells)
+    rows += agreement.discrete_rows(merged, snakemake.params.discrete_cells)
 for name, rows_of in (
     ("projector", agreement.projector_rows),
     ("k_diagonal", agreement.k_diagonal_rows),
@@ -35,6 +37,11 @@ for name, figure in (("perturbation_iid", "fig5a"), ("perturbation_correlated", 
         rows += agreement.perturbation_rows(load(inputs[name]), figure)
 for path in inputs.two_layer if "two_layer" in inputs.keys() else []:
     rows += agreement.two_layer_rows(load(path), Path(path).stem)
+if "mean_field" in inputs.keys():
+    with xr.open_datatree(inputs.mean_field) as tree:
+        rows += agreement.mean_field_rows(
+            {k: v.to_dataset().load() for k, v in tree.children.items()}
+        )
 
 Path(snakemake.output.csv).write_text(agreement.table_csv(rows))
 Path(snakemake.output.html).write_text(

@@ -11,6 +11,8 @@ import xarray as xr
 import yaml
 from workflow_helpers import copy_workflow, job_counts, snakemake
 
+import weightdyn
+
 REQUIRED = (
     "eig_M_sgd",
     "eig_M_sgd_se",
@@ -216,3 +218,37 @@ def test_bit_identical_rerun_with_one_core(test_run: Path, merged: xr.Dataset, t
     for name in merged.data_vars:
         np.testing.assert_array_equal(again[name].values, merged[name].values, err_msg=name)
     shutil.rmtree(wf)
+
+
+def test_a_plotting_option_reruns_only_figures(test_run: Path) -> None:
+    cfg = yaml.safe_load((test_run / "config" / "test.yaml").read_text())
+    cfg["figures"]["dpi"] += 10
+    changed = test_run / "config" / "plotting.yaml"
+    changed.write_text(yaml.safe_dump(cfg))
+    counts = job_counts(snakemake(test_run, "-n", "--configfile", str(changed)).stdout)
+    print(counts)
+    assert counts["total"] > 1
+    assert all(rule.startswith("figure_") for rule in counts if rule not in {"all", "total"})
+
+
+def test_a_package_edit_reruns_only_the_rules_it_can_change(test_run: Path, tmp_path: Path):
+    """Edit a two-layer module in a copy of the package put first on PYTHONPATH."""
+    src = Path(weightdyn.__file__).parent
+    copy = tmp_path / "src" / "weightdyn"
+    shutil.copytree(src, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    theory = copy / "two_layer" / "theory.py"
+    theory.write_text(theory.read_text() + "\n# edited\n")
+    proc = snakemake(
+        test_run, "-n", "--configfile", "config/test.yaml", env={"PYTHONPATH": str(copy.parent)}
+    )
+    counts = job_counts(proc.stdout)
+    print(counts)
+    assert counts["two_layer_cell"] == 1
+    assert set(counts) <= {
+        "two_layer_cell",
+        "two_layer_merge",
+        "figure_two_layer",
+        "agreement_table",
+        "all",
+        "total",
+    }

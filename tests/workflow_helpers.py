@@ -25,10 +25,14 @@ def copy_workflow(dest: Path) -> Path:
 
 
 def snakemake(
-    workdir: Path, *args: str, check: bool = True, timeout: float = 900
+    workdir: Path,
+    *args: str,
+    check: bool = True,
+    timeout: float = 900,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess:
     """Run snakemake in ``workdir``; warnings from job scripts become errors."""
-    env = dict(os.environ, PYTHONWARNINGS="error::RuntimeWarning")
+    env = dict(os.environ, PYTHONWARNINGS="error::RuntimeWarning", **(env or {}))
     exe = Path(sys.executable).with_name("snakemake")
     proc = subprocess.run(
         [str(exe) if exe.exists() else "snakemake", *args],

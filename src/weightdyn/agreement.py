@@ -17,6 +17,7 @@ Eq. 16) or either value is not finite (diverged SGD) are left out. Rows without 
 
 from __future__ import annotations
 
+import dataclasses
 import html
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -442,6 +443,216 @@ def two_layer_rows(ds: xr.Dataset, cell: str) -> list[Agreement]:
                 ds["relax_theory"],
                 ds["relax_acf_se"],
                 floor=0.1,
+            )
+        )
+    return rows
+
+
+def discrete_rows(ds: xr.Dataset, cells: Sequence[Mapping[str, object]]) -> list[Agreement]:
+    """lr sweeps (beyond paper 000): SGD vs the exact discrete-time stationary covariance."""
+    if not cells:
+        return []
+    sel = _cells(ds, cells)
+    stable = (sel["diverged"] == 0) & (sel["second_moment_radius"] < 1)
+    N = sel["N"]
+    trace = agreement(
+        "fig_discrete_trace",
+        "tr M of SGD (about w*) vs the exact discrete-time fixed point",
+        "beyond Eq. 30 (docs/discrete_covariance.md)",
+        (N * sel["var_w_sgd_wstar"]).where(stable),
+        sel["eig_M_discrete"].sum("mode", min_count=1),
+        (N * sel["var_w_sgd_wstar_se"]).where(stable),
+    )
+    spectra = agreement(
+        "fig_discrete_spectra",
+        "eigenvalues of the SGD covariance vs the exact discrete-time fixed point",
+        "beyond Eq. 30 (docs/discrete_covariance.md)",
+        sel["eig_M_sgd"].where(stable),
+        sel["eig_M_discrete"],
+        sel["eig_M_sgd_se"].where(stable),
+    )
+    bounded = sel["eig_M_sgd"].isel(mode=0).notnull() | (sel["diverged"] == 1)
+    divergence = agreement(
+        "fig_discrete_divergence",
+        "1 + SGD diverged (0/1) vs 1 + predicted radius >= 1 (deviation 0 where they agree)",
+        "spectral radius of M -> E_B[(I - lr H_B) M (I - lr H_B)^T]",
+        (1 + sel["diverged"]).where(bounded),
+        1 + (sel["second_moment_radius"] >= 1),
+    )
+    return [dataclasses.replace(r, paper="000+") for r in (trace, spectra, divergence)]
+
+
+def _scalar(ds: xr.Dataset, name: str) -> xr.DataArray:
+    return ds[name] if name in ds else xr.DataArray(np.nan)
+
+
+def _exponent(
+    figure: str, compared: str, equations: str, ds: xr.Dataset, name: str, expected: float
+) -> Agreement:
+    """A fitted exponent ``name`` (with ``name_se``) against its predicted value."""
+    row = agreement(figure, compared, equations, ds[name], expected, _scalar(ds, f"{name}_se"))
+    return dataclasses.replace(row, paper="002")
+
+
+def mean_field_rows(summaries: Mapping[str, xr.Dataset]) -> list[Agreement]:
+    """Paper 002 (E1-E5): fitted exponents and rates against their predicted values."""
+    rows = []
+    if "width" in summaries:
+        ds = summaries["width"]
+        rows.append(
+            _exponent(
+                "width_gap_vs_N",
+                "exponent of RMS sup_{t>=1} |L_N - L_inf| in N vs -1/2",
+                "Eq. 6",
+                ds,
+                "slope_late",
+                -0.5,
+            )
+        )
+        largest = ds["N"].max()
+        curves = agreement(
+            "width_loss_curves",
+            "mean loss E L_N(t) at the largest N vs L_inf(t)",
+            "Eqs. 2, 6, 11",
+            ds["loss_mean"].sel(N=largest),
+            ds["loss_inf"],
+            ds["loss_mean_se"].sel(N=largest),
+        )
+        eq12 = agreement(
+            "width_eq12_check",
+            "Delta L / (-int D dt) vs 1 over RK4 intervals",
+            "Eq. 12",
+            1 + ds["eq12_rel_error"],
+            1.0,
+        )
+        rows += [dataclasses.replace(r, paper="002") for r in (curves, eq12)]
+        bias = agreement(
+            "width_bias_vs_N",
+            "mean t = 0 bias E L_N - L_inf vs (1/2N) int Var_p0[phi] dmu",
+            "Eqs. 2, 6",
+            ds["bias"].isel(t_fixed=0),
+            ds["bias_exact_t0"],
+            ds["bias_se"].isel(t_fixed=0),
+        )
+        rows.append(dataclasses.replace(bias, paper="002"))
+    if "pde" in summaries:
+        ds = summaries["pde"]
+        for scheme, order in (("muscl", 2.0), ("upwind", 1.0)):
+            if scheme in ds["scheme"].values:
+                row = agreement(
+                    "pde_loss_error_vs_n",
+                    f"observed order of the {scheme} loss error vs {order:g}",
+                    "Eqs. 9-11",
+                    ds["loss_order"].sel(scheme=scheme),
+                    order,
+                )
+                rows.append(dataclasses.replace(row, paper="002"))
+        if "muscl" in ds["scheme"].values:
+            muscl = ds.sel(scheme="muscl")
+            finest = muscl["n"].max()
+            density = agreement(
+                "pde_density_snapshots",
+                "1 + max relative error of the MUSCL density at the probes vs 1",
+                "Eq. 10 (characteristics)",
+                1 + muscl["density_error"],
+                1.0,
+            )
+            curve = agreement(
+                "pde_loss_curves",
+                "L_mf(t) of the finest MUSCL grid vs the characteristics reference",
+                "Eqs. 10-11",
+                muscl["loss_pde"].sel(n=finest),
+                ds["loss_inf"],
+            )
+            rows += [dataclasses.replace(r, paper="002") for r in (density, curve)]
+        rows.append(
+            _exponent(
+                "pde_hist_distance_vs_N",
+                "exponent of the particle histogram distance in N vs -1/2",
+                "Eqs. 6, 10",
+                ds,
+                "hist_slope",
+                -0.5,
+            )
+        )
+    if "small_output" in summaries:
+        ds = summaries["small_output"]
+        curves = agreement(
+            "small_output_loss_curves",
+            "gradient-descent loss vs Eq. 24 with its floor (mean over seeds, all eps)",
+            "Eqs. 19-26",
+            ds["eps_loss_gd"].mean("seed"),
+            ds["eps_loss_pred"].mean("seed"),
+        )
+        rows.append(dataclasses.replace(curves, paper="002"))
+        for figure, name, what in (
+            ("small_output_loss_error", "slope_loss_error", "Eq. 24 loss error"),
+            ("small_output_shifts", "slope_shift_error", "shift error of s(w~, t)"),
+        ):
+            rows.append(
+                _exponent(
+                    figure, f"exponent of the {what} in eps vs 2", "Eqs. 20-24", ds, name, 2.0
+                )
+            )
+    if "gaussian" in summaries:
+        for name, what in (("slope_b", "centre b"), ("slope_A_rel", "relative covariance A")):
+            rows.append(
+                _exponent(
+                    "gaussian_error_vs_s",
+                    f"exponent of the {what} error in s vs 2",
+                    "Eqs. 28-29",
+                    summaries["gaussian"],
+                    name,
+                    2.0,
+                )
+            )
+    if "gaussian" in summaries:
+        ds = summaries["gaussian"]
+        centre = agreement(
+            "gaussian_trajectories",
+            "cloud centre vs Eq. 28 (all s, t, components)",
+            "Eq. 28",
+            ds["b_particles"],
+            ds["b_ode"],
+        )
+        growth = agreement(
+            "gaussian_stationary",
+            "variance growth rate along eigenvectors of H vs 2 lambda_k",
+            "Eqs. 29-30",
+            ds["rate_fit"],
+            ds["rate_theory"],
+            ds["rate_fit_se"],
+        )
+        rows += [dataclasses.replace(r, paper="002") for r in (centre, growth)]
+    if "linearisation" in summaries:
+        ds = summaries["linearisation"]
+        rows.append(
+            _exponent(
+                "linearisation_perturbation",
+                "exponent of the Eq. 18 error in the perturbation size vs 1",
+                "Eq. 18",
+                ds,
+                "eq18_slope",
+                1.0,
+            )
+        )
+        rate = agreement(
+            "linearisation_decay",
+            "late loss decay rate vs 2 theta_min (tangent kernel)",
+            "Eqs. 16-18",
+            ds["rate"],
+            2 * ds["theta"].min(),
+            ds["rate_se"],
+        )
+        rows.append(dataclasses.replace(rate, paper="002"))
+        rows.append(
+            _exponent(
+                "linearisation_grid_spectrum",
+                "grid order of the spectrum of R vs 2",
+                "Eq. 16",
+                ds.assign(grid_order_min_se=ds["grid_order_se"].max()),
+                "grid_order_min",
+                2.0,
             )
         )
     return rows

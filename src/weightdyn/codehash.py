@@ -19,10 +19,10 @@ PACKAGE = Path(__file__).resolve().parent
 PARTS = ("single_layer", "two_layer", "mean_field", "plots")
 
 
-def _module_file(module: str) -> Path | None:
-    """Source file of a ``weightdyn...`` module name, or None if it is not in the package."""
+def _module_file(module: str, root: Path) -> Path | None:
+    """Source file of a ``weightdyn...`` module name under ``root``, or None if there is none."""
     parts = module.split(".")[1:]
-    base = PACKAGE.joinpath(*parts)
+    base = root.joinpath(*parts)
     if base.with_suffix(".py").is_file():
         return base.with_suffix(".py")
     if (base / "__init__.py").is_file():
@@ -30,7 +30,7 @@ def _module_file(module: str) -> Path | None:
     return None
 
 
-def _imports(path: Path) -> set[Path]:
+def _imports(path: Path, root: Path) -> set[Path]:
     """Package files that ``path`` imports (``from weightdyn.x import y`` also yields ``x.y``)."""
     found: set[Path] = set()
     for node in ast.walk(ast.parse(path.read_text())):
@@ -41,36 +41,37 @@ def _imports(path: Path) -> set[Path]:
             names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
         for name in names:
             if name == "weightdyn" or name.startswith("weightdyn."):
-                file = _module_file(name)
+                file = _module_file(name, root)
                 if file is not None:
                     found.add(file)
     return found
 
 
 @functools.cache
-def closure(part: str) -> tuple[Path, ...]:
+def closure(part: str, root: Path = PACKAGE) -> tuple[Path, ...]:
     """Source files of package part ``part`` and of everything they import, recursively.
 
     Compute parts stop at ``weightdyn.plots`` (figures never change simulation results).
+    ``root`` is the package directory (a copy of it in the tests).
     """
     if part not in PARTS:
         raise ValueError(f"part: {part!r} is not one of {PARTS}")
-    todo = set((PACKAGE / part).rglob("*.py"))
+    todo = set((root / part).rglob("*.py"))
     seen: set[Path] = set()
-    plots = PACKAGE / "plots"
+    plots = root / "plots"
     while todo:
         path = todo.pop()
         seen.add(path)
-        for dep in _imports(path) - seen:
+        for dep in _imports(path, root) - seen:
             if part == "plots" or plots not in dep.parents:
                 todo.add(dep)
     return tuple(sorted(seen))
 
 
-def code_hash(part: str) -> str:
+def code_hash(part: str, root: Path = PACKAGE) -> str:
     """First 16 hex digits of the SHA-256 of the import closure of ``part`` (paths and contents)."""
     digest = hashlib.sha256()
-    for path in closure(part):
-        digest.update(str(path.relative_to(PACKAGE)).encode())
+    for path in closure(part, root):
+        digest.update(str(path.relative_to(root)).encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]

@@ -28,6 +28,7 @@ rule agreement_table:
         "logs/agreement_table.log",
     params:
         fig4_cells={fig: sweep_cells(fig) for fig in ("fig4a", "fig4b", "fig4c")},
+        discrete_cells=lr_sweep_cells(),
     conda:
         "../envs/weightdyn.yaml"
     threads: 1

@@ -49,4 +49,6 @@ def agreement_inputs():
         inputs[EXPERIMENT_FIGURES[fig]] = f"results/experiments/{EXPERIMENT_FIGURES[fig]}.nc"
     if TWO_LAYER_CELLS:
         inputs["two_layer"] = [f"results/two_layer/{name}.nc" for name in sorted(TWO_LAYER_CELLS)]
+    if MF_CELLS:
+        inputs["mean_field"] = "results/mean_field.nc"
     return inputs

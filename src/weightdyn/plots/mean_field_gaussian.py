@@ -16,7 +16,7 @@ from weightdyn.plots.common import styled
 
 __all__ = ["FIGURES", "plot"]
 
-FIGURES = ("gaussian_error_vs_s", "gaussian_trajectories", "gaussian_stationary")
+FIGURES = ("error_vs_s", "trajectories", "stationary")
 SYMBOLS = {"c": "c", "a": "a", "h": "h"}
 MARK = {"ms": 3.5, "lw": 0, "mfc": "none", "mew": 0.9}
 FLOOR = 1e-17
@@ -173,9 +173,9 @@ def _stationary(ds: xr.Dataset) -> plt.Figure:
 
 
 DRAW = {
-    "gaussian_error_vs_s": _error_vs_s,
-    "gaussian_trajectories": _trajectories,
-    "gaussian_stationary": _stationary,
+    "error_vs_s": _error_vs_s,
+    "trajectories": _trajectories,
+    "stationary": _stationary,
 }
 
 
