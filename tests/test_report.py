@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from matplotlib import image
-from workflow_helpers import copy_workflow, snakemake
+from workflow_helpers import snakemake
 
 pytestmark = pytest.mark.report
 
@@ -41,12 +41,10 @@ CHROMIUM_FLAGS = (
 
 
 @pytest.fixture(scope="module")
-def report_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The test sweep run once, then its report."""
-    wf = copy_workflow(tmp_path_factory.mktemp("report") / "wf")
-    snakemake(wf, "--configfile", "config/test.yaml", "--cores", "2")
-    snakemake(wf, "--configfile", "config/test.yaml", "--report", "report.html")
-    return wf
+def report_run(test_sweep: Path) -> Path:
+    """The report of the session's test sweep (conftest.py)."""
+    snakemake(test_sweep, "--configfile", "config/test.yaml", "--report", "report.html")
+    return test_sweep
 
 
 @pytest.fixture(scope="module")

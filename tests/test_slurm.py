@@ -62,14 +62,21 @@ def test_test_sweep_on_slurm_matches_the_local_run(
     assert len(submitted) == expected > 0
     assert not {rule for _, rule in submitted} & local
     assert all(jobs[jid]["state"] == "COMPLETED" for jid, _ in submitted)
-    for name in ("single_layer.nc", "two_layer.nc", "noise_spectrum.nc"):
-        with (
-            xr.open_dataset(wf / "results" / name) as a,
-            xr.open_dataset(test_sweep / "results" / name) as b,
-        ):
-            assert set(a.data_vars) == set(b.data_vars), name
-            for var in a.data_vars:
-                np.testing.assert_array_equal(a[var].values, b[var].values, err_msg=f"{name}:{var}")
+    for name in ("single_layer.nc", "two_layer.nc", "noise_spectrum.nc", "mean_field.nc"):
+        a = xr.open_datatree(wf / "results" / name)
+        b = xr.open_datatree(test_sweep / "results" / name)
+        assert sorted(a.groups) == sorted(b.groups), name
+        for group in a.groups:
+            ga, gb = a[group].to_dataset(), b[group].to_dataset()
+            assert set(ga.data_vars) == set(gb.data_vars), f"{name}{group}"
+            for var in ga.data_vars:
+                if var.endswith("seconds"):  # wall-clock cost, not a result
+                    continue
+                np.testing.assert_array_equal(
+                    ga[var].values, gb[var].values, err_msg=f"{name}{group}:{var}"
+                )
+        a.close()
+        b.close()
 
 
 def test_a_failing_cell_is_reported_failed_in_bounded_time(

@@ -212,7 +212,7 @@ def test_adding_a_value_reruns_only_new_cells(test_run: Path) -> None:
 
 def test_bit_identical_rerun_with_one_core(test_run: Path, merged: xr.Dataset, tmp_path: Path):
     wf = copy_workflow(tmp_path / "wf1")
-    snakemake(wf, "--configfile", "config/test.yaml", "--cores", "1")
+    snakemake(wf, "--configfile", "config/test.yaml", "--cores", "1", "results/single_layer.nc")
     with xr.open_dataset(wf / "results" / "single_layer.nc") as again:
         again = again.load()
     for name in merged.data_vars:

@@ -45,13 +45,13 @@ rule mean_field_summary:
 
 rule mean_field_merge:
     input:
-        expand("results/mean_field/{mf}.nc", mf=list(MF_CELLS)),
+        expand("results/mean_field/{mf}.nc", mf=sorted(MF_CELLS)),
     output:
         "results/mean_field.nc",
     log:
         "logs/mean_field/merge.log",
     params:
-        experiments=list(MF_CELLS),
+        experiments=sorted(MF_CELLS),
     conda:
         "../envs/weightdyn.yaml"
     threads: 1
