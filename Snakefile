@@ -29,7 +29,7 @@ include: "workflow/rules/figures.smk"
 
 rule all:
     input:
-        "results/single_layer.nc",
+        expand("results/{group}.nc", group=SL_MERGES),
         figure_targets(),
         expand("results/figures/{fig}.{ext}", fig=experiment_figures(), ext=FIGURE_FORMATS),
         ["results/experiments/table1.md"] if "table1" in EXPERIMENTS else [],

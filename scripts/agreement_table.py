@@ -18,9 +18,9 @@ def load(path):
 inputs = snakemake.input
 rows = []
 if "single_layer" in inputs.keys():
-    merged = load(inputs.single_layer)
-    rows += agreement.single_layer_rows(merged, snakemake.params.fig4_cells)
-    rows += agreement.discrete_rows(merged, snakemake.params.discrete_cells)
+    rows += agreement.single_layer_rows(load(inputs.single_layer), snakemake.params.fig4_cells)
+if "single_layer_lr" in inputs.keys():
+    rows += agreement.discrete_rows(load(inputs.single_layer_lr), snakemake.params.discrete_cells)
 for name, rows_of in (
     ("projector", agreement.projector_rows),
     ("k_diagonal", agreement.k_diagonal_rows),

@@ -31,6 +31,18 @@ SL_SIMULATED = sorted(
         for cell in cells
     }
 )
+
+def _merge_group(name):
+    """Merged file of a named single-layer sweep. A merged dataset is the outer product of its
+    axes' values, so the lr sweeps of the exact discrete-time theory (many lr and S values) get
+    their own file instead of multiplying the grid of the paper's figure sweeps."""
+    return "single_layer_lr" if name.startswith("lr_") else "single_layer"
+
+
+SL_MERGES = {}
+for _name, _cells in SL_SWEEPS.items():
+    SL_MERGES.setdefault(_merge_group(_name), set()).update(sweep.cell_name(c) for c in _cells)
+SL_MERGES = {group: sorted(names) for group, names in sorted(SL_MERGES.items())}
 NOISE_CONFIG = config.get("noise", {})
 try:
     NOISE_CELL_PARAMS = sweep.noise_cells(NOISE_CONFIG)

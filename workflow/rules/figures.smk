@@ -93,7 +93,7 @@ rule figure_experiment:
 
 rule figure_discrete:
     input:
-        "results/single_layer.nc",
+        "results/single_layer_lr.nc",
     output:
         figure_report(
             expand("results/figures/{{fig}}.{ext}", ext=FIGURE_FORMATS),

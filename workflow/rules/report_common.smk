@@ -39,7 +39,7 @@ def figure_report(files, caption, category, subcategory):
 
 def agreement_inputs():
     """Named datasets of the figures present in the config, for the agreement table."""
-    inputs = {"single_layer": "results/single_layer.nc"}
+    inputs = {group: f"results/{group}.nc" for group in SL_MERGES}
     for kind in ("projector", "k_diagonal", "spectrum"):
         if kind in NOISE_CELLS:
             inputs[kind] = f"results/noise_{kind}.nc"

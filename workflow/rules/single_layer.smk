@@ -72,15 +72,17 @@ rule single_layer_sgd:
 
 rule single_layer_merge:
     input:
-        theory=expand(f"{SL}/theory/{{cell}}.nc", cell=sorted(SL_CELLS)),
-        sgd=expand(f"{SL}/sgd/{{cell}}.nc", cell=SL_SIMULATED),
+        theory=lambda w: [f"{SL}/theory/{c}.nc" for c in SL_MERGES[w.slmerge]],
+        sgd=lambda w: [f"{SL}/sgd/{c}.nc" for c in SL_MERGES[w.slmerge] if c in SL_SIMULATED],
     output:
-        "results/single_layer.nc",
+        "results/{slmerge}.nc",
     log:
-        "logs/single_layer/merge.log",
+        "logs/single_layer/{slmerge}.log",
+    wildcard_constraints:
+        slmerge="single_layer|single_layer_lr",
     params:
-        theory_cells=[SL_CELLS[name] for name in sorted(SL_CELLS)],
-        sgd_cells=[SL_CELLS[name] for name in SL_SIMULATED],
+        theory_cells=lambda w: [SL_CELLS[c] for c in SL_MERGES[w.slmerge]],
+        sgd_cells=lambda w: [SL_CELLS[c] for c in SL_MERGES[w.slmerge] if c in SL_SIMULATED],
         code=code_hash("single_layer"),
     conda:
         "../envs/weightdyn.yaml"
