@@ -108,7 +108,8 @@ def fig_trace_vs_lr(ds: xr.Dataset) -> plt.Figure:
         ratio, err = _seed_mean(tr_sgd / tr30, se / tr30)
         theory = (tr_disc / tr30).mean("data_seed")
         lr = sub["lr"].values
-        ax.plot(lr, theory, ls=ls, color=color, lw=1.0)
+        drawn = np.isfinite(theory.values)  # lr values of other sweeps are NaN in the merged grid
+        ax.plot(lr[drawn], theory.values[drawn], ls=ls, color=color, lw=1.0)
         ax.errorbar(lr, ratio, yerr=err, marker=marker, color=color, label=_label(S, P, N), **SIM)
         ax.axvline(float(sub["lr_max_second_moment"].mean()), color=color, ls=":", lw=0.7)
     ax.set_xscale("log")
