@@ -11,6 +11,7 @@ from weightdyn.stats import (
     integrated_autocorrelation_time,
     jackknife,
     jackknife_of_mean,
+    line_fit,
     mean_with_se,
 )
 
@@ -102,3 +103,18 @@ def test_integrated_autocorrelation_time_ar1():
     assert taus.shape == (2,)
     assert abs(taus[1] - 1.0) < 0.1
     assert integrated_autocorrelation_time(np.ones(10)) == 1.0
+
+
+def test_line_fit_matches_polyfit_and_its_covariance() -> None:
+    rng = np.random.default_rng(3)
+    x = np.linspace(0.0, 2.0, 12)
+    y = 0.5 - 1.5 * x + 0.1 * rng.standard_normal(x.size)
+    fit = line_fit(x, y)
+    coef, cov = np.polyfit(x, y, 1, cov=True)
+    np.testing.assert_allclose([fit.slope, fit.intercept], coef, rtol=1e-12)
+    np.testing.assert_allclose(fit.slope_se, np.sqrt(cov[0, 0]), rtol=1e-10)
+    sigma = np.full(x.size, 0.1)
+    weighted = line_fit(x, y, sigma)
+    _, unscaled = np.polyfit(x, y, 1, w=1 / sigma, cov="unscaled")
+    inflation = max(1.0, weighted.chi2_dof)
+    np.testing.assert_allclose(weighted.slope_se, np.sqrt(unscaled[0, 0] * inflation), rtol=1e-10)

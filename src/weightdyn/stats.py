@@ -1,4 +1,4 @@
-"""Generic statistics helpers: group covariances, jackknife errors, autocorrelation times.
+"""Generic statistics helpers: group covariances, jackknife errors, autocorrelation times, fits.
 
 Nothing in here knows about the physics; "groups" are independent (or nearly independent)
 units of data, e.g. (replica, time block) pairs of a simulation, stacked along axis 0.
@@ -7,15 +7,19 @@ units of data, e.g. (replica, time block) pairs of a simulation, stacked along a
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 __all__ = [
+    "LineFit",
     "eigenvalues_with_se",
     "group_covariances",
     "integrated_autocorrelation_time",
     "jackknife",
     "jackknife_of_mean",
+    "line_fit",
     "mean_with_se",
 ]
 
@@ -138,3 +142,30 @@ def integrated_autocorrelation_time(series: np.ndarray, c: float = 5.0) -> np.nd
         m = int(np.argmax(ok)) if ok.any() else T - 1
         taus[j] = tau[m]
     return taus[0] if scalar else taus.reshape(np.asarray(series).shape[1:])
+
+
+class LineFit(NamedTuple):
+    """Least-squares line ``y = intercept + slope x`` with the slope's standard error."""
+
+    slope: float
+    slope_se: float
+    intercept: float
+    chi2_dof: float
+
+
+def line_fit(x: ArrayLike, y: ArrayLike, sigma: ArrayLike | None = None) -> LineFit:
+    """Straight-line fit, e.g. of a log-log power law or of log values against time.
+
+    Without ``sigma`` the slope's SE comes from the residual variance (``chi2_dof`` is then that
+    variance); with per-point errors ``sigma`` the fit is weighted and the SE is inflated by
+    ``sqrt(chi2/dof)`` when the scatter exceeds the errors (never deflated).
+    """
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    s = np.ones_like(y) if sigma is None else np.asarray(sigma, dtype=float)
+    A = np.stack([np.ones_like(x), x], axis=-1) / s[:, None]
+    coef, *_ = np.linalg.lstsq(A, y / s, rcond=None)
+    dof = x.size - 2
+    chi2 = float(np.sum(((y - coef[0] - coef[1] * x) / s) ** 2) / dof) if dof > 0 else np.nan
+    cov = np.linalg.inv(A.T @ A)
+    scale = chi2 if sigma is None else max(1.0, chi2)
+    return LineFit(float(coef[1]), float(np.sqrt(cov[1, 1] * scale)), float(coef[0]), chi2)

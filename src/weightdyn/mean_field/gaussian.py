@@ -41,6 +41,7 @@ import xarray as xr
 from scipy.integrate import solve_ivp
 from scipy.optimize import brentq, root
 
+from weightdyn import stats
 from weightdyn.io import attrs, format_number
 from weightdyn.mean_field.model import Measure, TanhUnit, Unit, make_measure, make_target
 from weightdyn.mean_field.particles import State, integrate
@@ -195,23 +196,13 @@ def counterexample_point(
 
 def loglog_slope(x: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
     """Least-squares slope of log y vs log x, its standard error and the intercept (at x = 1)."""
-    return _line_fit(np.log(x), np.log(y))
+    return stats.line_fit(np.log(x), np.log(y))[:3]
 
 
 def fitted_rate(t: np.ndarray, values: np.ndarray) -> tuple[float, float]:
     """Least-squares slope of log(values) vs t (an exponential rate) and its standard error."""
-    rate, se, _ = _line_fit(np.asarray(t, float), np.log(values))
+    rate, se, *_ = stats.line_fit(t, np.log(values))
     return rate, se
-
-
-def _line_fit(x, y):
-    X = np.stack([x, np.ones_like(x)], axis=-1)
-    coef, *_ = np.linalg.lstsq(X, y, rcond=None)
-    dof = x.size - 2
-    resid = y - X @ coef
-    sigma2 = resid @ resid / dof if dof > 0 else np.nan
-    cov = sigma2 * np.linalg.inv(X.T @ X)
-    return float(coef[0]), float(np.sqrt(cov[0, 0])), float(coef[1])
 
 
 # --------------------------------------------------------------------------------- experiment

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from weightdyn import seeds
+from weightdyn import seeds, stats
 from weightdyn.io import attrs
 from weightdyn.mean_field import particles
 from weightdyn.mean_field.model import Measure, ShiftedTanhUnit, make_measure, make_unit
@@ -181,21 +181,14 @@ def fitted_rate(t: np.ndarray, loss: np.ndarray, window: Sequence[float]) -> tup
     ok = (loss <= window[0]) & (loss >= window[1])
     if ok.sum() < 3:
         raise ValueError(f"fit window {window} holds fewer than 3 output times")
-    slope, se = _ols_slope(t[ok], np.log(loss[ok]))
+    slope, se, *_ = stats.line_fit(t[ok], np.log(loss[ok]))
     return -slope, se
 
 
 def power_law(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     """Least-squares slope of ``log y`` against ``log x`` and its standard error."""
-    return _ols_slope(np.log(np.asarray(x, float)), np.log(np.asarray(y, float)))
-
-
-def _ols_slope(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
-    A = np.stack([x, np.ones_like(x)], axis=1)
-    coef, *_ = np.linalg.lstsq(A, y, rcond=None)
-    res = y - A @ coef
-    cov = (res @ res / max(x.size - 2, 1)) * np.linalg.inv(A.T @ A)
-    return float(coef[0]), float(np.sqrt(cov[0, 0]))
+    slope, se, *_ = stats.line_fit(np.log(x), np.log(y))
+    return slope, se
 
 
 # ----------------------------------------------------------------------------------- settings

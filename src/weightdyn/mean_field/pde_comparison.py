@@ -345,9 +345,8 @@ def observed_order(errors: np.ndarray, n: np.ndarray) -> float:
 
 
 def power_law_fit(x: np.ndarray, y: np.ndarray, se: np.ndarray) -> tuple[float, float, float]:
-    """Weighted least squares of log y on log x (weights y/se): slope, its SE, intercept."""
-    coef, cov = np.polyfit(np.log(x), np.log(y), 1, w=y / se, cov="unscaled")
-    return float(coef[0]), float(np.sqrt(cov[0, 0])), float(coef[1])
+    """Weighted least squares of log y on log x (errors se/y): slope, its SE, intercept."""
+    return stats.line_fit(np.log(x), np.log(y), se / y)[:3]
 
 
 def density_errors(

@@ -28,7 +28,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import xarray as xr
 
-from weightdyn import seeds
+from weightdyn import seeds, stats
 from weightdyn.io import attrs, provenance
 from weightdyn.mean_field import particles
 from weightdyn.mean_field.model import Measure, TanhUnit, make_measure, make_target
@@ -388,12 +388,7 @@ def loglog_slope(n: np.ndarray, y: np.ndarray, se: np.ndarray) -> tuple[float, f
 
     Weights from ``se / y``; the SE is inflated by ``sqrt(chi2/dof)`` when that exceeds 1.
     """
-    x, z, sigma = np.log(n), np.log(y), se / y
-    A = np.stack([np.ones_like(x), x], axis=-1) / sigma[:, None]
-    coef, *_ = np.linalg.lstsq(A, z / sigma, rcond=None)
-    cov = np.linalg.inv(A.T @ A)
-    chi2 = float(np.sum(((z - coef[0] - coef[1] * x) / sigma) ** 2)) / max(1, x.size - 2)
-    return float(coef[1]), float(np.sqrt(cov[1, 1] * max(1.0, chi2))), float(coef[0]), chi2
+    return tuple(stats.line_fit(np.log(n), np.log(y), se / y))
 
 
 def summarize(block: Block, results: Sequence[xr.Dataset]) -> xr.Dataset:
