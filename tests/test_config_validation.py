@@ -31,6 +31,18 @@ CASES = {
     ),
     "wrong type": (lambda c: _fig4b(c).update(N=["ten"]), ["ten", "integer"]),
     "bad sampling": (lambda c: _fig4b(c).update(sampling=["sometimes"]), ["sometimes", "with"]),
+    "unknown mean-field experiment": (
+        lambda c: c["mean_field"].update(widths={}),
+        ["widths"],
+    ),
+    "bad mean-field value": (
+        lambda c: c["mean_field"]["pde"].update(schemes=["weno"]),
+        ["invalid config", "mean_field.pde.schemes", "weno", "'upwind', 'muscl'"],
+    ),
+    "bad width axis": (
+        lambda c: c["mean_field"]["width"].update(N=[10, -5]),
+        ["invalid config", "width.N", "positive integers"],
+    ),
     "both P and p_over_n": (
         lambda c: _fig4b(c).update(P=[20]),
         ["single_layer.sweeps.fig4b", "exactly one of 'P' or 'p_over_n'"],
