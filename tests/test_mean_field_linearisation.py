@@ -104,12 +104,6 @@ def test_cells_are_named_and_validated():
             lin.cells({**BLOCK, key: value})
 
 
-def test_power_law_recovers_exact_slope():
-    x = np.array([1.0, 2.0, 4.0, 8.0])
-    slope, se = lin.power_law(x, 3.0 * x**-2.0)
-    assert slope == pytest.approx(-2.0, abs=1e-12) and se < 1e-12
-
-
 @pytest.mark.slow
 def test_acceptance_numbers_and_figures(tmp_path):
     """Late rate = 2 theta_min (not 2 kappa_min), Eq. 18 error ~ delta, grid order ~ 2."""

@@ -13,6 +13,7 @@ from weightdyn.stats import (
     jackknife_of_mean,
     line_fit,
     mean_with_se,
+    power_law_fit,
 )
 
 
@@ -118,3 +119,12 @@ def test_line_fit_matches_polyfit_and_its_covariance() -> None:
     _, unscaled = np.polyfit(x, y, 1, w=1 / sigma, cov="unscaled")
     inflation = max(1.0, weighted.chi2_dof)
     np.testing.assert_allclose(weighted.slope_se, np.sqrt(unscaled[0, 0] * inflation), rtol=1e-10)
+
+
+def test_power_law_fit_recovers_an_exact_power_law() -> None:
+    x = np.array([1.0, 2.0, 4.0, 8.0])
+    fit = power_law_fit(x, 3.0 * x**-2.0)
+    assert fit.slope == pytest.approx(-2.0, abs=1e-12) and fit.slope_se < 1e-12
+    assert np.exp(fit.intercept) == pytest.approx(3.0, rel=1e-12)
+    weighted = power_law_fit(x, 3.0 * x**-2.0, se=0.01 * 3.0 * x**-2.0)
+    assert weighted.slope == pytest.approx(-2.0, abs=1e-12)

@@ -17,7 +17,7 @@ Eq. 16) or either value is not finite (diverged SGD) are left out. Rows without 
 
 from __future__ import annotations
 
-import dataclasses
+import functools
 import html
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -82,6 +82,7 @@ def agreement(
     sim_se: xr.DataArray | None = None,
     theory_se: xr.DataArray | None = None,
     floor: float = 1e-9,
+    paper: str = PAPER,
 ) -> Agreement:
     """Pool the relative deviations and z-scores of ``sim`` (+- ``sim_se``) from ``theory``."""
     theory = xr.DataArray(theory) if not isinstance(theory, xr.DataArray) else theory
@@ -102,7 +103,7 @@ def agreement(
     s, t, se, labels = s[keep], t[keep], se[keep], labels[keep]
     n = int(s.size)
     if n == 0:
-        return Agreement(figure, compared, equations, 0, *([np.nan] * 4), "")
+        return Agreement(figure, compared, equations, 0, *([np.nan] * 4), "", paper)
     rel = s / t - 1.0
     rel_se = se / np.abs(t)
     if has_se:
@@ -124,6 +125,7 @@ def agreement(
         float(np.max(np.abs(rel))),
         max_z,
         str(labels[worst]),
+        paper,
     )
 
 
@@ -452,10 +454,11 @@ def discrete_rows(ds: xr.Dataset, cells: Sequence[Mapping[str, object]]) -> list
     """lr sweeps (beyond paper 000): SGD vs the exact discrete-time stationary covariance."""
     if not cells:
         return []
+    row = functools.partial(agreement, paper="000+")
     sel = _cells(ds, cells)
     stable = (sel["diverged"] == 0) & (sel["second_moment_radius"] < 1)
     N = sel["N"]
-    trace = agreement(
+    trace = row(
         "fig_discrete_trace",
         "tr M of SGD (about w*) vs the exact discrete-time fixed point",
         "beyond Eq. 30 (docs/discrete_covariance.md)",
@@ -463,7 +466,7 @@ def discrete_rows(ds: xr.Dataset, cells: Sequence[Mapping[str, object]]) -> list
         sel["eig_M_discrete"].sum("mode", min_count=1),
         (N * sel["var_w_sgd_wstar_se"]).where(stable),
     )
-    spectra = agreement(
+    spectra = row(
         "fig_discrete_spectra",
         "eigenvalues of the SGD covariance vs the exact discrete-time fixed point",
         "beyond Eq. 30 (docs/discrete_covariance.md)",
@@ -472,14 +475,14 @@ def discrete_rows(ds: xr.Dataset, cells: Sequence[Mapping[str, object]]) -> list
         sel["eig_M_sgd_se"].where(stable),
     )
     bounded = sel["eig_M_sgd"].isel(mode=0).notnull() | (sel["diverged"] == 1)
-    divergence = agreement(
+    divergence = row(
         "fig_discrete_divergence",
         "1 + SGD diverged (0/1) vs 1 + predicted radius >= 1 (deviation 0 where they agree)",
         "spectral radius of M -> E_B[(I - lr H_B) M (I - lr H_B)^T]",
         (1 + sel["diverged"]).where(bounded),
         1 + (sel["second_moment_radius"] >= 1),
     )
-    return [dataclasses.replace(r, paper="000+") for r in (trace, spectra, divergence)]
+    return [trace, spectra, divergence]
 
 
 def _scalar(ds: xr.Dataset, name: str) -> xr.DataArray:
@@ -490,12 +493,14 @@ def _exponent(
     figure: str, compared: str, equations: str, ds: xr.Dataset, name: str, expected: float
 ) -> Agreement:
     """A fitted exponent ``name`` (with ``name_se``) against its predicted value."""
-    row = agreement(figure, compared, equations, ds[name], expected, _scalar(ds, f"{name}_se"))
-    return dataclasses.replace(row, paper="002")
+    return agreement(
+        figure, compared, equations, ds[name], expected, _scalar(ds, f"{name}_se"), paper="002"
+    )
 
 
 def mean_field_rows(summaries: Mapping[str, xr.Dataset]) -> list[Agreement]:
     """Paper 002 (E1-E5): fitted exponents and rates against their predicted values."""
+    row = functools.partial(agreement, paper="002")
     rows = []
     if "width" in summaries:
         ds = summaries["width"]
@@ -510,7 +515,7 @@ def mean_field_rows(summaries: Mapping[str, xr.Dataset]) -> list[Agreement]:
             )
         )
         largest = ds["N"].max()
-        curves = agreement(
+        curves = row(
             "width_loss_curves",
             "mean loss E L_N(t) at the largest N vs L_inf(t)",
             "Eqs. 2, 6, 11",
@@ -518,15 +523,15 @@ def mean_field_rows(summaries: Mapping[str, xr.Dataset]) -> list[Agreement]:
             ds["loss_inf"],
             ds["loss_mean_se"].sel(N=largest),
         )
-        eq12 = agreement(
+        eq12 = row(
             "width_eq12_check",
             "Delta L / (-int D dt) vs 1 over RK4 intervals",
             "Eq. 12",
             1 + ds["eq12_rel_error"],
             1.0,
         )
-        rows += [dataclasses.replace(r, paper="002") for r in (curves, eq12)]
-        bias = agreement(
+        rows += [curves, eq12]
+        bias = row(
             "width_bias_vs_N",
             "mean t = 0 bias E L_N - L_inf vs (1/2N) int Var_p0[phi] dmu",
             "Eqs. 2, 6",
@@ -534,37 +539,37 @@ def mean_field_rows(summaries: Mapping[str, xr.Dataset]) -> list[Agreement]:
             ds["bias_exact_t0"],
             ds["bias_se"].isel(t_fixed=0),
         )
-        rows.append(dataclasses.replace(bias, paper="002"))
+        rows.append(bias)
     if "pde" in summaries:
         ds = summaries["pde"]
         for scheme, order in (("muscl", 2.0), ("upwind", 1.0)):
             if scheme in ds["scheme"].values:
-                row = agreement(
+                order_row = row(
                     "pde_loss_error_vs_n",
                     f"observed order of the {scheme} loss error vs {order:g}",
                     "Eqs. 9-11",
                     ds["loss_order"].sel(scheme=scheme),
                     order,
                 )
-                rows.append(dataclasses.replace(row, paper="002"))
+                rows.append(order_row)
         if "muscl" in ds["scheme"].values:
             muscl = ds.sel(scheme="muscl")
             finest = muscl["n"].max()
-            density = agreement(
+            density = row(
                 "pde_density_snapshots",
                 "1 + max relative error of the MUSCL density at the probes vs 1",
                 "Eq. 10 (characteristics)",
                 1 + muscl["density_error"],
                 1.0,
             )
-            curve = agreement(
+            curve = row(
                 "pde_loss_curves",
                 "L_mf(t) of the finest MUSCL grid vs the characteristics reference",
                 "Eqs. 10-11",
                 muscl["loss_pde"].sel(n=finest),
                 ds["loss_inf"],
             )
-            rows += [dataclasses.replace(r, paper="002") for r in (density, curve)]
+            rows += [density, curve]
         rows.append(
             _exponent(
                 "pde_hist_distance_vs_N",
@@ -577,14 +582,14 @@ def mean_field_rows(summaries: Mapping[str, xr.Dataset]) -> list[Agreement]:
         )
     if "small_output" in summaries:
         ds = summaries["small_output"]
-        curves = agreement(
+        curves = row(
             "small_output_loss_curves",
             "gradient-descent loss vs Eq. 24 with its floor (mean over seeds, all eps)",
             "Eqs. 19-26",
             ds["eps_loss_gd"].mean("seed"),
             ds["eps_loss_pred"].mean("seed"),
         )
-        rows.append(dataclasses.replace(curves, paper="002"))
+        rows.append(curves)
         for figure, name, what in (
             ("small_output_loss_error", "slope_loss_error", "Eq. 24 loss error"),
             ("small_output_shifts", "slope_shift_error", "shift error of s(w~, t)"),
@@ -608,14 +613,14 @@ def mean_field_rows(summaries: Mapping[str, xr.Dataset]) -> list[Agreement]:
             )
     if "gaussian" in summaries:
         ds = summaries["gaussian"]
-        centre = agreement(
+        centre = row(
             "gaussian_trajectories",
             "cloud centre vs Eq. 28 (all s, t, components)",
             "Eq. 28",
             ds["b_particles"],
             ds["b_ode"],
         )
-        growth = agreement(
+        growth = row(
             "gaussian_stationary",
             "variance growth rate along eigenvectors of H vs 2 lambda_k",
             "Eqs. 29-30",
@@ -623,7 +628,7 @@ def mean_field_rows(summaries: Mapping[str, xr.Dataset]) -> list[Agreement]:
             ds["rate_theory"],
             ds["rate_fit_se"],
         )
-        rows += [dataclasses.replace(r, paper="002") for r in (centre, growth)]
+        rows += [centre, growth]
     if "linearisation" in summaries:
         ds = summaries["linearisation"]
         rows.append(
@@ -636,7 +641,7 @@ def mean_field_rows(summaries: Mapping[str, xr.Dataset]) -> list[Agreement]:
                 1.0,
             )
         )
-        rate = agreement(
+        rate = row(
             "linearisation_decay",
             "late loss decay rate vs 2 theta_min (tangent kernel)",
             "Eqs. 16-18",
@@ -644,7 +649,7 @@ def mean_field_rows(summaries: Mapping[str, xr.Dataset]) -> list[Agreement]:
             2 * ds["theta"].min(),
             ds["rate_se"],
         )
-        rows.append(dataclasses.replace(rate, paper="002"))
+        rows.append(rate)
         rows.append(
             _exponent(
                 "linearisation_grid_spectrum",

@@ -21,6 +21,7 @@ __all__ = [
     "jackknife_of_mean",
     "line_fit",
     "mean_with_se",
+    "power_law_fit",
 ]
 
 
@@ -169,3 +170,10 @@ def line_fit(x: ArrayLike, y: ArrayLike, sigma: ArrayLike | None = None) -> Line
     cov = np.linalg.inv(A.T @ A)
     scale = chi2 if sigma is None else max(1.0, chi2)
     return LineFit(float(coef[1]), float(np.sqrt(cov[1, 1] * scale)), float(coef[0]), chi2)
+
+
+def power_law_fit(x: ArrayLike, y: ArrayLike, se: ArrayLike | None = None) -> LineFit:
+    """Fit ``y = exp(intercept) x**slope`` as a line in log-log axes (errors ``se/y`` if given)."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    sigma = None if se is None else np.asarray(se, dtype=float) / y
+    return line_fit(np.log(x), np.log(y), sigma)

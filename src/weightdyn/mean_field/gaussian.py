@@ -56,7 +56,6 @@ __all__ = [
     "counterexample_point",
     "fitted_rate",
     "hermite_nodes",
-    "loglog_slope",
     "plot",
     "run_cell",
     "single_unit_velocity",
@@ -192,11 +191,6 @@ def counterexample_point(
         )
     h = brentq(overlap, -h_max, h_max, xtol=1e-15, rtol=4 * np.finfo(float).eps)
     return np.array([0.0, a, h])
-
-
-def loglog_slope(x: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
-    """Least-squares slope of log y vs log x, its standard error and the intercept (at x = 1)."""
-    return stats.line_fit(np.log(x), np.log(y))[:3]
 
 
 def fitted_rate(t: np.ndarray, values: np.ndarray) -> tuple[float, float]:
@@ -415,7 +409,7 @@ def summarize(block: Mapping[str, Any], results: Sequence[xr.Dataset]) -> xr.Dat
     }
     for var, (short, long_name, eq) in names.items():
         peak = ds[var].sel(window).max("t")
-        slope, se, intercept = loglog_slope(s, peak.values)
+        slope, se, intercept, _ = stats.power_law_fit(s, peak.values)
         ds[f"max_{var}"] = ("s", peak.values, attrs(long_name, "1", f"simulation vs {eq}"))
         ds[f"slope_{short}"] = ((), slope, attrs(f"log-log slope of {long_name} vs s", "1", eq))
         ds[f"slope_{short}_se"] = ((), se, attrs(f"standard error of slope_{short}", "1", eq))

@@ -48,7 +48,6 @@ __all__ = [
     "grid_tangent_kernel",
     "linear_residual",
     "plot",
-    "power_law",
     "run_cell",
     "summarize",
     "tangent_kernel",
@@ -183,12 +182,6 @@ def fitted_rate(t: np.ndarray, loss: np.ndarray, window: Sequence[float]) -> tup
         raise ValueError(f"fit window {window} holds fewer than 3 output times")
     slope, se, *_ = stats.line_fit(t[ok], np.log(loss[ok]))
     return -slope, se
-
-
-def power_law(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
-    """Least-squares slope of ``log y`` against ``log x`` and its standard error."""
-    slope, se, *_ = stats.line_fit(np.log(x), np.log(y))
-    return slope, se
 
 
 # ----------------------------------------------------------------------------------- settings
@@ -483,14 +476,14 @@ def summarize(block: Block, results: Sequence[xr.Dataset]) -> xr.Dataset:
     err = perturb["error"]
     err_mean = err.mean("direction")
     err_se = err.std("direction", ddof=1) / np.sqrt(s.directions)
-    slope, slope_se = power_law(np.asarray(s.deltas), err_mean.values)
+    slope, slope_se, *_ = stats.power_law_fit(s.deltas, err_mean.values)
     grid = xr.concat(
         [r.drop_vars("theta_ref") for r in by_kind["grid"]],
         dim=xr.DataArray(list(s.grid_sizes), dims="n"),
     )
     theta_ref = by_kind["grid"][0]["theta_ref"]
     rel = np.abs(grid["theta_grid"] / theta_ref - 1.0)
-    fits = [power_law(np.asarray(s.grid_sizes), rel.values[:, k]) for k in range(s.measure.size)]
+    fits = [stats.power_law_fit(s.grid_sizes, rel.values[:, k])[:2] for k in range(s.measure.size)]
     orders = np.array([(-slope, se) for slope, se in fits])
     extreme = np.r_[orders[:2, 0], orders[-2:, 0]]
     out = xr.Dataset(

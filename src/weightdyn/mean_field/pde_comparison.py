@@ -344,11 +344,6 @@ def observed_order(errors: np.ndarray, n: np.ndarray) -> float:
     return float(np.log(errors[i[0]] / errors[i[1]]) / np.log(n[i[1]] / n[i[0]]))
 
 
-def power_law_fit(x: np.ndarray, y: np.ndarray, se: np.ndarray) -> tuple[float, float, float]:
-    """Weighted least squares of log y on log x (errors se/y): slope, its SE, intercept."""
-    return stats.line_fit(np.log(x), np.log(y), se / y)[:3]
-
-
 def density_errors(
     grids: Sequence[xr.Dataset], s: Mapping[str, Any], probe_w: np.ndarray, probe_p: np.ndarray
 ) -> np.ndarray:
@@ -406,7 +401,7 @@ def summarize(block: Mapping[str, Any], results: Sequence[xr.Dataset]) -> xr.Dat
     if refused:
         slope = slope_se = intercept = np.nan
     else:
-        slope, slope_se, intercept = power_law_fit(big_n, d_rms, d_se)
+        slope, slope_se, intercept, _ = stats.power_law_fit(big_n, d_rms, d_se)
 
     def a(name: str, units: str, source: str) -> dict[str, str]:
         return attrs(name, units, source)

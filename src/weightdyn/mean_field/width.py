@@ -383,14 +383,6 @@ def mean_with_se(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return x.mean(0), x.std(0, ddof=1) / np.sqrt(x.shape[0])
 
 
-def loglog_slope(n: np.ndarray, y: np.ndarray, se: np.ndarray) -> tuple[float, float, float, float]:
-    """Weighted fit ``log y = b + s log N``: slope, its SE, intercept b, chi^2 per dof.
-
-    Weights from ``se / y``; the SE is inflated by ``sqrt(chi2/dof)`` when that exceeds 1.
-    """
-    return tuple(stats.line_fit(np.log(n), np.log(y), se / y))
-
-
 def summarize(block: Block, results: Sequence[xr.Dataset]) -> xr.Dataset:
     """Combine the cells into the E1 dataset: curves, RMS gaps, biases, slopes, Eq. 12 checks."""
     s = settings(block)
@@ -411,8 +403,8 @@ def summarize(block: Block, results: Sequence[xr.Dataset]) -> xr.Dataset:
         rows["bias"].append(mean_with_se(gap[:, fixed]))
         rows["mean"].append(mean_with_se(ds["loss"].values))
     stack = {k: [np.array(x) for x in zip(*v, strict=True)] for k, v in rows.items()}
-    slope = loglog_slope(widths, *stack["late"])
-    slope_sup = loglog_slope(widths, *stack["sup"])
+    slope = stats.power_law_fit(widths, *stack["late"])
+    slope_sup = stats.power_law_fit(widths, *stack["sup"])
     var_phi = float(ref["var_phi"])
     bias0, bias0_se = stack["bias"][0][0, 0], stack["bias"][1][0, 0]
     exact0 = var_phi / (2 * widths[0])
