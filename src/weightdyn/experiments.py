@@ -1,0 +1,228 @@
+"""The experiment registry: every experiment kind of weightdyn is one :class:`Experiment`.
+
+An experiment declares its parameters once (:class:`Param`: name, type, default, allowed values or
+range, long_name, units). Parameters marked ``axis=True`` are sweep axes: a sweep may give them a
+list, each cell carries one value, and the merged dataset has one coordinate per axis along its
+``cell`` dimension. The other parameters are *settings*: one value per sweep (replicas, step
+counts, ...), shared by its cells and recorded as attributes. The config check, the cell names,
+the seeds (the experiment's own code derives them from the cell's parameter values) and the merged
+dataset's coordinates all come from this declaration.
+
+The registry maps experiment names to the modules defining them (attribute ``EXPERIMENT``), so that
+importing it costs nothing and no module here knows the physics of any experiment. The package
+reads no config files and no paths: :mod:`weightdyn.sweep` turns a config mapping into cells.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import xarray as xr
+
+Params = Mapping[str, Any]
+Progress = Callable[[str], None]
+REQUIRED = object()  # default of a parameter the config must give
+
+
+class ConfigError(ValueError):
+    """A config value that cannot be run; the message names the key and what is allowed."""
+
+
+@dataclass(frozen=True)
+class Param:
+    """One declared parameter of an experiment.
+
+    ``kind`` is ``int``, ``float``, ``str``, ``bool``, ``list`` (a list of numbers or strings,
+    never swept) or ``dict`` (a nested mapping, validated by the experiment's ``check``).
+    ``allowed`` lists the values of a ``str`` parameter; ``minimum``/``maximum`` bound a number
+    (``exclusive_minimum`` makes the lower bound strict). A parameter with ``default=None`` is
+    optional (absent means "not given"; ``derive`` may fill it in).
+    """
+
+    name: str
+    kind: type
+    default: Any
+    long_name: str
+    units: str = "1"
+    axis: bool = False
+    allowed: tuple[Any, ...] | None = None
+    minimum: float | None = None
+    maximum: float | None = None
+    exclusive_minimum: bool = False
+
+    def check(self, value: Any, where: str) -> Any:
+        """``value`` converted to this parameter's type, or ConfigError naming ``where``."""
+        if value is None and self.default is None:
+            return None
+        kind = self.kind
+        if kind is bool:
+            if not isinstance(value, bool):
+                raise ConfigError(f"{where}: {value!r} is not allowed; allowed: true or false")
+            return value
+        if kind in (int, float):
+            return self._number(value, where)
+        if kind is str:
+            if not isinstance(value, str):
+                raise ConfigError(f"{where}: {value!r} must be a string; {self._allowed_text()}")
+            if self.allowed is not None and value not in self.allowed:
+                raise ConfigError(f"{where}: {value!r} is not allowed; {self._allowed_text()}")
+            return value
+        if kind is list:
+            if not isinstance(value, list | tuple):
+                raise ConfigError(f"{where}: {value!r} must be a list")
+            return list(value)
+        if kind is dict:
+            if not isinstance(value, Mapping):
+                raise ConfigError(f"{where}: {value!r} must be a mapping")
+            return dict(value)
+        raise TypeError(f"parameter {self.name}: unsupported kind {kind!r}")
+
+    def _number(self, value: Any, where: str) -> int | float:
+        kind_name = "an integer" if self.kind is int else "a number"
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(f"{where}: {value!r} must be {kind_name}; {self._allowed_text()}")
+        if self.kind is int and float(value) != int(value):
+            raise ConfigError(f"{where}: {value!r} must be {kind_name}; {self._allowed_text()}")
+        number = int(value) if self.kind is int else float(value)
+        if not math.isfinite(number):
+            raise ConfigError(f"{where}: {value!r} must be finite; {self._allowed_text()}")
+        low_bad = self.minimum is not None and (
+            number <= self.minimum if self.exclusive_minimum else number < self.minimum
+        )
+        if low_bad or (self.maximum is not None and number > self.maximum):
+            raise ConfigError(f"{where}: {value!r} is out of range; {self._allowed_text()}")
+        return number
+
+    def _allowed_text(self) -> str:
+        if self.allowed is not None:
+            return "allowed: " + ", ".join(repr(v) for v in self.allowed)
+        if self.kind in (int, float):
+            low = "" if self.minimum is None else f"{self.minimum} {'<' if self.exclusive_minimum else '<='} "
+            high = "" if self.maximum is None else f" <= {self.maximum}"
+            kind = "integer" if self.kind is int else "number"
+            return f"allowed: {low}{kind}{high}" if (low or high) else f"allowed: any {kind}"
+        return f"allowed: a {self.kind.__name__}"
+
+    def attrs(self) -> dict[str, str]:
+        """CF attributes of this parameter's coordinate in a merged dataset."""
+        return {"long_name": self.long_name, "units": self.units}
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A figure function an experiment offers: ``plot(ds, **options) -> matplotlib Figure``.
+
+    ``ds`` is the merged dataset of the view (cells along ``cell``, after the view's selection).
+    ``per_cell`` figures are drawn once per cell (``ds`` then holds one cell).
+    """
+
+    plot: Callable[..., Any]
+    caption: str
+    per_cell: bool = False
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """One experiment kind: its parameters, how one cell runs, how cells combine, what it draws.
+
+    - ``run_cell(params, progress) -> xr.Dataset``: one cell from its full parameter mapping
+      (axes and settings after ``derive``; ``params["data"]`` is the loaded data set when
+      ``data`` is declared). No paths, no config.
+    - ``derive(params) -> params``: derived parameters (P from p_over_n, ...) and checks between
+      parameters; raise ConfigError naming the key.
+    - ``extra_cells(settings) -> [axis values]``: cells the summary needs besides the sweep's own
+      (e.g. a reference solution), or None.
+    - ``summarize(merged, settings) -> xr.Dataset``: the merged sweep with fits added, or None.
+    - ``agreement(merged, label) -> [Agreement]``: theory-vs-simulation rows of this experiment.
+    - ``resources(params, attempt) -> {"mem_mb": ..., "runtime": ...}`` (minutes).
+    - ``data``: the shared data set the cells read, or None (see :class:`DataSet`).
+    """
+
+    name: str
+    family: str  # code_hash part: single_layer, two_layer or mean_field
+    title: str
+    source: str  # paper and equations, e.g. "paper 000 Eqs. 10-11, 30"
+    params: tuple[Param, ...]
+    run_cell: Callable[[Params, Progress], xr.Dataset]
+    derive: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    identity: tuple[str, ...] | None = None  # axes naming a cell (default: every axis)
+    extra_cells: Callable[[Params], list[dict[str, Any]]] | None = None
+    summarize: Callable[[xr.Dataset, Params], xr.Dataset] | None = None
+    agreement: Callable[[xr.Dataset, str], list[Any]] | None = None
+    figures: Mapping[str, Figure] = field(default_factory=dict)
+    default_figures: tuple[str, ...] = ()
+    resources: Callable[[Params, int], dict[str, int]] | None = None
+    data: DataSet | None = None
+
+    @property
+    def axes(self) -> tuple[Param, ...]:
+        return tuple(p for p in self.params if p.axis)
+
+    @property
+    def settings(self) -> tuple[Param, ...]:
+        return tuple(p for p in self.params if not p.axis)
+
+    def param(self, name: str) -> Param:
+        for p in self.params:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+    @property
+    def identity_axes(self) -> tuple[str, ...]:
+        return self.identity if self.identity is not None else tuple(p.name for p in self.axes)
+
+
+@dataclass(frozen=True)
+class DataSet:
+    """A data set shared by the cells whose ``keys`` agree (one file, one job, cacheable).
+
+    ``make(params) -> xr.Dataset`` builds it from those keys (and ``settings``, values common to
+    a sweep such as the test-set size); ``load(ds)`` turns the stored file back into the object
+    ``run_cell`` receives as ``params["data"]``.
+    """
+
+    name: str
+    keys: tuple[str, ...]
+    make: Callable[[Params], xr.Dataset]
+    load: Callable[[xr.Dataset], Any]
+    settings: tuple[str, ...] = ()
+
+
+REGISTRY: dict[str, str] = {
+    # paper 000, Sec. II: single-layer linear network
+    "single_layer": "weightdyn.single_layer.stationary_experiment",
+    "noise_spectrum": "weightdyn.single_layer.noise_experiments",
+    "projector": "weightdyn.single_layer.noise_experiments",
+    "k_diagonal": "weightdyn.single_layer.noise_experiments",
+    "hessian_basis": "weightdyn.single_layer.noise_experiments",
+    "relaxation": "weightdyn.single_layer.dynamics_experiments",
+    "perturbation": "weightdyn.single_layer.dynamics_experiments",
+    "table1": "weightdyn.single_layer.dynamics_experiments",
+    "gbm": "weightdyn.single_layer.dynamics_experiments",
+    # paper 000, Sec. III: two-layer linear network
+    "two_layer": "weightdyn.two_layer.experiment",
+    # paper 002: mean-field dynamics of wide shallow networks
+    "mf_width": "weightdyn.mean_field.registry",
+    "mf_pde": "weightdyn.mean_field.registry",
+    "mf_small_output": "weightdyn.mean_field.registry",
+    "mf_gaussian": "weightdyn.mean_field.registry",
+    "mf_linearisation": "weightdyn.mean_field.registry",
+}
+
+
+def get(name: str) -> Experiment:
+    """The registered experiment ``name`` (ConfigError listing the registered names otherwise)."""
+    if name not in REGISTRY:
+        raise ConfigError(f"experiment {name!r} is not registered; allowed: {sorted(REGISTRY)}")
+    module = importlib.import_module(REGISTRY[name])
+    return module.EXPERIMENTS[name]
+
+
+def names() -> Sequence[str]:
+    """Names of all registered experiments."""
+    return tuple(REGISTRY)
