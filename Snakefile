@@ -1,4 +1,8 @@
-# weightdyn: theory vs simulation sweeps of SGD weight dynamics (see README.md).
+# weightdyn: theory vs simulation sweeps of (S)GD weight dynamics (see README.md).
+#
+# Every experiment is one entry of the registry (weightdyn.experiments); the config names sweeps
+# of those experiments (config/config.yaml). Rules: data -> cell -> merge / summary -> figure,
+# agreement table and report (workflow/rules/).
 import os
 
 from snakemake.utils import min_version
@@ -7,7 +11,7 @@ min_version("9.0")
 
 
 # The default sweep applies only when no --configfile is given: Snakemake would otherwise merge
-# the two, so that sweeps and experiment blocks of the default leak into another config.
+# the two, so that sweeps of the default leak into another config.
 if not config:
 
     configfile: "config/config.yaml"
@@ -19,21 +23,11 @@ os.environ.setdefault("WEIGHTDYN_ROOT", workflow.basedir)
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/report.smk"
-include: "workflow/rules/single_layer.smk"
-include: "workflow/rules/noise.smk"
-include: "workflow/rules/experiments.smk"
-include: "workflow/rules/two_layer.smk"
-include: "workflow/rules/mean_field.smk"
+include: "workflow/rules/sweep.smk"
 include: "workflow/rules/figures.smk"
 
 
 rule all:
     input:
-        expand("results/{group}.nc", group=SL_MERGES),
-        figure_targets(),
-        expand("results/figures/{fig}.{ext}", fig=experiment_figures(), ext=FIGURE_FORMATS),
-        ["results/experiments/table1.md"] if "table1" in EXPERIMENTS else [],
-        two_layer_targets(),
-        mean_field_targets(),
-        "results/agreement.html",
+        targets(),
     default_target: True

@@ -51,7 +51,7 @@ def _point_labels(da: xr.DataArray) -> np.ndarray:
         coords = [
             name
             for name, coord in da.coords.items()
-            if coord.dims == (dim,) and np.unique(coord.values).size > 1
+            if coord.dims == (dim,) and np.unique(coord.values).size > 1 and name != "cell_id"
         ]
         if not coords and da.sizes[dim] > 1:
             coords = [None]
@@ -662,6 +662,13 @@ def mean_field_rows(summaries: Mapping[str, xr.Dataset]) -> list[Agreement]:
         )
     return rows
 
+
+CAPTION = (
+    "Relative deviation sim/theory - 1 per point, pooled per comparison: mean with its "
+    "standard error (points treated as independent), largest |deviation| and largest "
+    "|z| = |sim - theory| / SE, and the point where |z| (or |deviation| without SE) is "
+    "largest. n/a: no standard error available."
+)
 
 COLUMNS = (
     ("paper", "paper"),

@@ -116,13 +116,16 @@ class Param:
 class Figure:
     """A figure function an experiment offers: ``plot(ds, **options) -> matplotlib Figure``.
 
-    ``ds`` is the merged dataset of the view (cells along ``cell``, after the view's selection).
-    ``per_cell`` figures are drawn once per cell (``ds`` then holds one cell).
+    ``ds`` is the merged dataset of the view (cells along ``cell`` with one coordinate per axis,
+    after the view's selection), or with ``source="summary"`` the experiment's summary of the
+    sweep. ``per_cell`` figures are drawn once per cell (``ds`` then holds one cell).
+    ``caption`` is the report caption (reStructuredText naming the paper's equations).
     """
 
     plot: Callable[..., Any]
     caption: str
     per_cell: bool = False
+    source: str = "cells"
 
 
 @dataclass(frozen=True)
@@ -136,8 +139,12 @@ class Experiment:
       parameters; raise ConfigError naming the key.
     - ``extra_cells(settings) -> [axis values]``: cells the summary needs besides the sweep's own
       (e.g. a reference solution), or None.
-    - ``summarize(merged, settings) -> xr.Dataset``: the merged sweep with fits added, or None.
-    - ``agreement(merged, label) -> [Agreement]``: theory-vs-simulation rows of this experiment.
+    - ``summarize(datasets, params, settings) -> xr.Dataset``: fits over a sweep's cells (the cell
+      datasets and their parameter mappings, in sweep order), written beside the merged cells as
+      ``results/<sweep>.summary.nc``; or None.
+    - ``agreement(ds, label) -> [Agreement]``: theory-vs-simulation rows of one sweep, from its
+      summary if the experiment has one, else from its merged cells; ``label`` names the sweep
+      (the config's ``label``, e.g. "Fig. 4a").
     - ``resources(params, attempt) -> {"mem_mb": ..., "runtime": ...}`` (minutes).
     - ``data``: the shared data set the cells read, or None (see :class:`DataSet`).
     """
@@ -151,7 +158,7 @@ class Experiment:
     derive: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     identity: tuple[str, ...] | None = None  # axes naming a cell (default: every axis)
     extra_cells: Callable[[Params], list[dict[str, Any]]] | None = None
-    summarize: Callable[[xr.Dataset, Params], xr.Dataset] | None = None
+    summarize: Callable[[Sequence[xr.Dataset], Sequence[Params], Params], xr.Dataset] | None = None
     agreement: Callable[[xr.Dataset, str], list[Any]] | None = None
     figures: Mapping[str, Figure] = field(default_factory=dict)
     default_figures: tuple[str, ...] = ()
@@ -213,6 +220,22 @@ REGISTRY: dict[str, str] = {
     "mf_gaussian": "weightdyn.mean_field.registry",
     "mf_linearisation": "weightdyn.mean_field.registry",
 }
+
+
+def register_module(module: str) -> list[str]:
+    """Add the experiments of ``module`` (its ``EXPERIMENTS`` mapping) to the registry: an
+    experiment of one's own is one module, named in the config's ``experiment_modules``."""
+    try:
+        found = importlib.import_module(module).EXPERIMENTS
+    except (ImportError, AttributeError) as err:
+        raise ConfigError(
+            f"experiment_modules: {module!r} cannot be imported or has no EXPERIMENTS ({err})"
+        ) from None
+    for name in found:
+        if REGISTRY.get(name, module) != module:
+            raise ConfigError(f"experiment_modules: {module!r} redefines experiment {name!r}")
+        REGISTRY[name] = module
+    return list(found)
 
 
 def get(name: str) -> Experiment:

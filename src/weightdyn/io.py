@@ -2,14 +2,15 @@
 
 See DESIGN.md: one job writes one netCDF file, written under a temporary name in the same folder and
 renamed, so that an interrupted job never leaves a file a rerun would trust. Sweep coordinates come
-from parameter values; the merged dataset has one dimension per sweep axis (plus ``mode``).
+from parameter values; a merged dataset indexes its cells along one ``cell`` dimension with one
+coordinate per sweep axis (:func:`stack_cells`), and :func:`open_sweep` gives its gridded view.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -91,20 +92,146 @@ def write_text_atomic(text: str, path: str | os.PathLike) -> None:
 
 
 def expand_cell(ds: xr.Dataset, cell: Mapping[str, object], dims: Iterable[str]) -> xr.Dataset:
-    """Give a one-cell dataset a length-1 dimension for each sweep axis in ``dims``."""
+    """Give a one-cell dataset a length-1 dimension for each sweep axis in ``dims``.
+
+    The outer-product layout this builds is what :func:`stack_cells` replaces; it stays for
+    ``benchmarks/merge_scaling.py``, which measures the two side by side.
+    """
     return ds.expand_dims({dim: [cell[dim]] for dim in dims})
 
 
 def merge_cells(
     cells: Iterable[xr.Dataset], attrs_out: Mapping[str, str] | None = None
 ) -> xr.Dataset:
-    """Outer-merge one-cell datasets into one dataset; missing cells and modes are NaN.
-
-    Dataset attributes become ``attrs_out`` if given, else those the cells agree on.
-    """
+    """Outer-merge one-cell datasets (see :func:`expand_cell`) into one gridded dataset."""
     merged = xr.merge(
         list(cells), join="outer", compat="no_conflicts", combine_attrs="drop_conflicts"
     )
     if attrs_out is not None:
         merged.attrs = dict(attrs_out)
     return merged
+
+
+def _fill_value(dtype: np.dtype) -> object:
+    if dtype.kind in "US":
+        return ""
+    if dtype.kind == "O":
+        return ""
+    return np.nan
+
+
+def _padded(values: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """``values`` padded at the end of every axis to ``shape`` (NaN, or "" for strings)."""
+    if values.shape == shape:
+        return values
+    fill = _fill_value(values.dtype)
+    dtype = values.dtype if values.dtype.kind in "fcOUS" else np.float64
+    out = np.full(shape, fill, dtype=dtype)
+    out[tuple(slice(0, n) for n in values.shape)] = values
+    return out
+
+
+def stack_cells(
+    datasets: Sequence[xr.Dataset],
+    coords: Mapping[str, tuple[Sequence[object], Mapping[str, str]]],
+    attrs_out: Mapping[str, str] | None = None,
+) -> xr.Dataset:
+    """One-cell datasets stacked along a ``cell`` dimension (DESIGN.md: sparse merged datasets).
+
+    Every variable gains a leading ``cell`` dimension; other dimensions are padded at the end to
+    their largest length over the cells (NaN, "" for strings), so memory grows with the number of
+    cells times the largest cell, never with the product of the axes' values. A variable a cell
+    lacks is NaN there. A dimension coordinate (``mode``, ``time``) stays a coordinate if every
+    cell's values are the start of the longest cell's (``mode`` = 0 .. N-1); otherwise it becomes the variable ``<dim>_values`` with dims
+    ``(cell, <dim>)``. ``coords`` gives the per-cell coordinates (one value per dataset, with
+    their attributes), e.g. one per sweep axis.
+    """
+    n = len(datasets)
+    if n == 0:
+        raise ValueError("stack_cells: no cells to stack")
+    sizes: dict[str, int] = {}
+    for ds in datasets:
+        for dim, size in ds.sizes.items():
+            sizes[dim] = max(sizes.get(dim, 0), size)
+    index_names = {name for ds in datasets for name in ds.indexes}
+    variables: dict[str, tuple[tuple[str, ...], dict]] = {}
+    for ds in datasets:
+        for name, var in ds.variables.items():
+            if name not in variables and name not in index_names:
+                variables[name] = (var.dims, dict(var.attrs))
+    out_vars: dict[str, tuple] = {}
+    for name, (dims, attrs_) in variables.items():
+        shape = tuple(sizes[d] for d in dims)
+        stacked = [
+            _padded(ds.variables[name].values, shape)
+            if name in ds.variables and ds.variables[name].dims == dims
+            else np.full(shape, np.nan)
+            for ds in datasets
+        ]
+        out_vars[name] = (("cell", *dims), _common_stack(stacked), attrs_)
+    out_coords: dict[str, tuple] = {}
+    for dim in sorted(index_names):
+        first = next(ds for ds in datasets if dim in ds.indexes)
+        values = [ds[dim].values if dim in ds.indexes else None for ds in datasets]
+        attrs_ = dict(first[dim].attrs)
+        longest = max((v for v in values if v is not None), key=len)
+        if all(v is not None and np.array_equal(v, longest[: len(v)]) for v in values):
+            out_coords[dim] = ((dim,), longest, attrs_)  # e.g. mode = 0 .. N-1 of each cell
+        else:
+            shape = (sizes[dim],)
+            filled = [
+                _padded(v, shape) if v is not None else np.full(shape, np.nan) for v in values
+            ]
+            out_vars[f"{dim}_values"] = (("cell", dim), _common_stack(filled), attrs_)
+    for name, (values, attrs_) in coords.items():
+        if len(values) != n:
+            raise ValueError(f"stack_cells: coordinate {name!r} has {len(values)} values for {n}")
+        out_coords[name] = (("cell",), np.asarray(list(values)), dict(attrs_))
+    merged = xr.Dataset(
+        {k: xr.Variable(*v) for k, v in out_vars.items()},
+        coords={k: xr.Variable(*v) for k, v in out_coords.items()},
+    )
+    merged.attrs = dict(attrs_out or {})
+    return merged
+
+
+def _common_stack(arrays: Sequence[np.ndarray]) -> np.ndarray:
+    """Stack arrays that may differ in dtype (an int variable NaN-padded in one cell is float)."""
+    kinds = {a.dtype.kind for a in arrays}
+    if kinds & set("OUS"):
+        return np.stack([a.astype(object) if a.dtype.kind != "O" else a for a in arrays]).astype(str)
+    return np.stack(arrays)
+
+
+def open_sweep(path: str | os.PathLike, grid: bool = False) -> xr.Dataset:
+    """A merged sweep (``results/<sweep>.nc``) with its ``cell`` dimension indexed by a pandas
+    MultiIndex over the axes that vary; ``grid=True`` unstacks it into one dimension per such
+    axis (the outer-product view: NaN where the sweep has no cell)."""
+    with xr.open_dataset(path) as ds:
+        ds = ds.load()
+    axes = [a for a in ds.attrs.get("sweep_axes", "").split() if a in ds.coords]
+    varying = [a for a in axes if ds.sizes["cell"] > 1 and np.unique(ds[a].values).size > 1]
+    if not varying:
+        return ds
+    ds = ds.set_index(cell=varying)
+    return ds.unstack("cell") if grid else ds
+
+
+def sweep_attrs(
+    experiment: object, sweep: str, settings: Mapping[str, object], axes: Sequence[object]
+) -> dict[str, str]:
+    """Global attributes of a merged sweep: CF conventions, title, the experiment and its source,
+    the axes (names, for :func:`open_sweep`), every shared setting, version and git revision."""
+    out = {
+        "Conventions": "CF-1.11",
+        "title": f"weightdyn sweep {sweep}: {experiment.title}",
+        "source": experiment.source,
+        "history": f"merged by weightdyn {weightdyn.__version__}",
+        "experiment": experiment.name,
+        "sweep": sweep,
+        "sweep_axes": " ".join(a.name for a in axes),
+        "weightdyn_version": weightdyn.__version__,
+        "git_revision": git_revision(Path(__file__).resolve().parent),
+    }
+    out.update({f"setting_{key}": str(value) for key, value in settings.items()})
+    return out

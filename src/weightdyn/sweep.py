@@ -1,216 +1,338 @@
-"""Expansion of a config's named sweeps into cells (plain dicts; no files are read here).
+"""Expansion of a config's named sweeps and figure views into cells (plain dicts; no files read).
 
-A single-layer sweep block gives lists for each axis; either ``p_over_n`` (P = round(p_over_n N))
-or ``P`` fixes the sample number. A cell is identified by its integer (N, P) and the values of the
-other axes, never by its position in the grid, so adding a value adds cells and changes none.
+The config dialect (README, "Configuration")::
+
+    sweeps:
+      <sweep>:
+        experiment: <registered experiment>
+        <axis>: <value> | [<values>]       # a list sweeps the axis: the sweep is the product
+        <setting>: <value>                  # shared by every cell of the sweep
+        cells: [{<axis>: <value>, ...}]     # optional: an explicit (sparse) list instead
+        figures: [<figure>, ...]            # optional: default the experiment's default figures
+        label: <text>                       # optional: the paper's name, for the report
+    views:                                  # optional: named figures over one or more sweeps
+      <view>: {sweeps: [<sweep>, ...], figure: <figure>, select: {<axis>: <values>}, options: {}}
+
+A cell is identified by its experiment, the values of its identity axes and a short hash of its
+settings (:func:`cell_id`), never by its position in a grid: adding a value adds cells and
+changes none, and two sweeps asking for the same cell share one file.
 """
 
 from __future__ import annotations
 
+import hashlib
 import itertools
-from collections.abc import Iterable, Mapping
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
+from weightdyn import experiments
+from weightdyn.experiments import REQUIRED, ConfigError, Experiment, Param
 from weightdyn.io import format_number
+from weightdyn.seeds import canonical_parameters
 
-SINGLE_LAYER_AXES = ("N", "P", "sigma_eps2", "lr", "batch_size", "sampling", "data_seed")
-DATA_AXES = ("N", "P", "sigma_eps2", "data_seed")
-SAMPLING_MODES = ("with", "without")
-
-
-class SweepError(ValueError):
-    """A sweep block that names an impossible cell; the message names the key and the rule."""
-
-
-def single_layer_cells(name: str, block: Mapping[str, object]) -> list[dict]:
-    """All cells of one named sweep block, in config order."""
-    if ("P" in block) == ("p_over_n" in block):
-        raise SweepError(
-            f"single_layer.sweeps.{name}: give exactly one of 'P' or 'p_over_n' "
-            f"(got {'both' if 'P' in block else 'neither'})"
-        )
-    size_key = "P" if "P" in block else "p_over_n"
-    axes = ("N", size_key, "sigma_eps2", "lr", "batch_size", "sampling", "data_seed")
-    cells = []
-    for values in itertools.product(*(list(block[key]) for key in axes)):
-        raw = dict(zip(axes, values, strict=True))
-        N = int(raw["N"])
-        P = int(raw["P"]) if size_key == "P" else round(float(raw["p_over_n"]) * N)
-        cell = {
-            "N": N,
-            "P": P,
-            "sigma_eps2": float(raw["sigma_eps2"]),
-            "lr": float(raw["lr"]),
-            "batch_size": int(raw["batch_size"]),
-            "sampling": str(raw["sampling"]),
-            "data_seed": int(raw["data_seed"]),
-        }
-        _check_cell(name, size_key, raw, cell)
-        cells.append(cell)
-    return cells
+SWEEP_KEYS = ("experiment", "cells", "figures", "label")
+VIEW_KEYS = ("sweeps", "figure", "select", "options", "label")
+TOP_KEYS = ("sweeps", "views", "figures", "experiment_modules")
+FIGURE_KEYS = {"formats": ("png", "pdf", "svg"), "dpi": None}
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 
 
-def _check_cell(name: str, size_key: str, raw: Mapping, cell: Mapping) -> None:
-    where = f"single_layer.sweeps.{name}"
-    if cell["P"] < 1:
-        raise SweepError(
-            f"{where}.{size_key}: {raw[size_key]} with N={cell['N']} gives P={cell['P']}; "
-            "P must be at least 1"
-        )
-    if cell["batch_size"] > cell["P"]:
-        raise SweepError(
-            f"{where}.batch_size: {cell['batch_size']} exceeds the sample number P={cell['P']} "
-            f"(N={cell['N']}); allowed: 1 <= batch_size <= P"
-        )
-    if cell["sampling"] not in SAMPLING_MODES:
-        raise SweepError(
-            f"{where}.sampling: {cell['sampling']!r} is not allowed; allowed: {SAMPLING_MODES}"
-        )
+@dataclass(frozen=True)
+class Cell:
+    """One cell: its experiment, its id (file stem) and its full parameters (after derive)."""
+
+    experiment: str
+    id: str
+    params: dict[str, Any]
+
+    @property
+    def path(self) -> str:
+        return f"results/cells/{self.experiment}/{self.id}.nc"
 
 
-def unique_cells(cells: Iterable[Mapping]) -> list[dict]:
-    """Cells without repeats (two sweeps may share a cell), first occurrence kept."""
-    seen: dict[str, dict] = {}
-    for cell in cells:
-        seen.setdefault(cell_name(cell), dict(cell))
-    return list(seen.values())
+@dataclass(frozen=True)
+class Sweep:
+    """One named sweep: its experiment, its shared settings, its cells and its figures."""
+
+    name: str
+    experiment: str
+    settings: dict[str, Any]
+    cells: tuple[Cell, ...]
+    figures: tuple[str, ...]
+    label: str
 
 
-def cell_name(cell: Mapping[str, object]) -> str:
-    """Canonical file stem of a single-layer cell, e.g. ``N100_P200_s0.25_d0_lr0.1_S10_with``."""
-    return (
-        f"{data_name(cell)}_lr{format_number(cell['lr'])}"
-        f"_S{format_number(cell['batch_size'])}_{cell['sampling']}"
+@dataclass(frozen=True)
+class View:
+    """One figure: which sweeps, which selection of their cells, which figure function."""
+
+    name: str
+    experiment: str
+    sweeps: tuple[str, ...]
+    figure: str
+    select: dict[str, list[Any]]
+    options: dict[str, Any]
+    cell: str | None  # the one cell of a per-cell figure
+    label: str
+
+
+def _value_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, int | float):
+        return format_number(value)
+    return str(value)
+
+
+def cell_id(experiment: Experiment, params: Mapping[str, Any]) -> str:
+    """Canonical file stem of a cell, e.g. ``N=100_P=200_..._lr=0.1__<settings hash>``."""
+    axes = "_".join(
+        f"{name}={_value_text(params[name])}"
+        for name in experiment.identity_axes
+        if params.get(name) is not None
     )
+    settings = {p.name: params[p.name] for p in experiment.settings if params.get(p.name) is not None}
+    digest = hashlib.sha256(canonical_parameters(_flat(settings)).encode()).hexdigest()[:8]
+    return f"{axes}__{digest}"
 
 
-def data_name(cell: Mapping[str, object]) -> str:
-    """Canonical file stem of a cell's data set (shared by cells that differ only in SGD)."""
-    return (
-        f"N{format_number(cell['N'])}_P{format_number(cell['P'])}"
-        f"_s{format_number(cell['sigma_eps2'])}_d{format_number(cell['data_seed'])}"
-    )
-
-
-def data_cell(cell: Mapping[str, object]) -> dict:
-    """The data-defining part of a cell (the seed of its data set depends on these only)."""
-    return {key: cell[key] for key in DATA_AXES}
-
-
-def noise_cells(noise: Mapping[str, Mapping]) -> dict[str, dict[str, dict]]:
-    """Cells of the noise experiments (paper 000 Figs. 1-2) as {kind: {name: cell}}.
-
-    Kinds: ``projector`` (Fig. 1a, cells with P > N only), ``k_diagonal`` (Fig. 1b),
-    ``spectrum`` (Figs. 2a,b: the ``p_over_n`` cells are simulated with ``n_batches``
-    mini-batches, the ``theory_p_over_n`` cells are theory only) and ``hessian_basis``
-    (Fig. 2c: one data cell per realisation).
-    """
-    out: dict[str, dict[str, dict]] = {}
-    if "projector" in noise:
-        block = noise["projector"]
-        out["projector"] = {
-            f"N{N}_P{P}": {"N": int(N), "P": int(P), "realisations": int(block["realisations"])}
-            for N in block["N"]
-            for P in block["P"]
-            if P > N
-        }
-    if "k_diagonal" in noise:
-        block = noise["k_diagonal"]
-        cells = [
-            {
-                "N": int(block["N"]),
-                "P": int(P),
-                "sigma_eps2": float(block["sigma_eps2"]),
-                "data_seed": int(block["data_seed"]),
-            }
-            for P in block["P"]
-            if P > block["N"]
-        ]
-        out["k_diagonal"] = {data_name(c): c for c in cells}
-    if "spectrum" in noise:
-        out["spectrum"] = _spectrum_cells(noise["spectrum"])
-    if "hessian_basis" in noise:
-        block = noise["hessian_basis"]
-        N = int(block["N"])
-        cells = [
-            {
-                "N": N,
-                "P": round(float(block["p_over_n"]) * N),
-                "sigma_eps2": float(block["sigma_eps2"]),
-                "data_seed": seed,
-            }
-            for seed in range(int(block["realisations"]))
-        ]
-        out["hessian_basis"] = {data_name(c): c for c in cells}
+def _flat(mapping: Mapping[str, Any]) -> dict[str, Any]:
+    """Nested settings as flat canonical text values (lists and dicts in a stable form)."""
+    out = {}
+    for key, value in mapping.items():
+        if isinstance(value, Mapping):
+            out[key] = repr(sorted(_flat(value).items()))
+        elif isinstance(value, list | tuple):
+            out[key] = "[" + ",".join(_value_text(v) if not isinstance(v, list | tuple | Mapping) else repr(v) for v in value) + "]"
+        else:
+            out[key] = value
     return out
 
 
-def _spectrum_cells(block: Mapping) -> dict[str, dict]:
-    N = int(block["N"])
-    cells: dict[str, dict] = {}
-    for ratios, n_batches in (
-        (block["p_over_n"], int(block["n_batches"])),
-        (block.get("theory_p_over_n", []), 0),
-    ):
-        for ratio in ratios:
-            for sampling in block["sampling"]:
-                cell = {
-                    "N": N,
-                    "P": round(float(ratio) * N),
-                    "sigma_eps2": float(block["sigma_eps2"]),
-                    "data_seed": int(block["data_seed"]),
-                    "batch_size": int(block["batch_size"]),
-                    "sampling": str(sampling),
-                    "n_batches": n_batches,
+def data_id(experiment: Experiment, params: Mapping[str, Any]) -> str | None:
+    """File stem of the shared data set a cell reads (None if the experiment has none)."""
+    spec = experiment.data
+    if spec is None:
+        return None
+    keys = (*spec.keys, *spec.settings)
+    return "_".join(f"{key}={_value_text(params[key])}" for key in keys)
+
+
+def _as_list(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, list | tuple) else [value]
+
+
+def _checked(param: Param, value: Any, where: str) -> Any:
+    if value is REQUIRED:
+        raise ConfigError(f"{where}: missing; give {param.long_name} ({param._allowed_text()})")
+    return param.check(value, where)
+
+
+def _settings(exp: Experiment, block: Mapping[str, Any], where: str) -> dict[str, Any]:
+    out = {}
+    for param in exp.settings:
+        value = block.get(param.name, param.default)
+        if param.kind is not list and isinstance(value, list):
+            raise ConfigError(
+                f"{where}.{param.name}: {value!r}: a setting takes one value, not a list "
+                f"(the axes of {exp.name!r} are {[p.name for p in exp.axes]})"
+            )
+        out[param.name] = _checked(param, value, f"{where}.{param.name}")
+    return out
+
+
+def _axis_cells(exp: Experiment, block: Mapping[str, Any], where: str) -> list[dict[str, Any]]:
+    """Axis values of every cell: the product of the lists, or the explicit ``cells`` list."""
+    if "cells" in block:
+        explicit = block["cells"]
+        if not isinstance(explicit, list) or not explicit:
+            raise ConfigError(f"{where}.cells: must be a non-empty list of mappings of axis values")
+        swept = [p.name for p in exp.axes if isinstance(block.get(p.name), list)]
+        if swept:
+            raise ConfigError(
+                f"{where}: give lists for {swept} or an explicit 'cells' list, not both"
+            )
+        cells = []
+        for k, entry in enumerate(explicit):
+            if not isinstance(entry, Mapping):
+                raise ConfigError(f"{where}.cells[{k}]: {entry!r} must be a mapping of axis values")
+            unknown = sorted(set(entry) - {p.name for p in exp.axes})
+            if unknown:
+                raise ConfigError(
+                    f"{where}.cells[{k}]: {unknown} are not axes of {exp.name!r}; "
+                    f"allowed: {[p.name for p in exp.axes]}"
+                )
+            cells.append(
+                {
+                    p.name: _checked(p, entry.get(p.name, block.get(p.name, p.default)),
+                                     f"{where}.cells[{k}].{p.name}")
+                    for p in exp.axes
                 }
-                if cell["P"] < cell["batch_size"]:
-                    raise SweepError(
-                        f"noise.spectrum.batch_size: {cell['batch_size']} exceeds P={cell['P']}"
-                    )
-                name = f"{data_name(cell)}_S{cell['batch_size']}_{sampling}"
-                cells.setdefault(name, cell)  # simulated cells win over theory-only ones
-    return cells
-
-
-TWO_LAYER_AXES = (
-    "N_i", "N_h", "N_o", "P", "sigma_y2", "init", "init_scale", "lr", "batch_size", "sampling",
-    "data_seed",
-)  # fmt: skip
-TWO_LAYER_AXIS_DEFAULTS = {"N_o": 1, "init": "gaussian", "init_scale": 1.0, "sampling": "with",
-                           "data_seed": 0}  # fmt: skip
-
-
-def two_layer_cells(name: str, block: Mapping[str, object]) -> dict[str, dict]:
-    """Cells of one named two-layer sweep as {canonical name: cell}.
-
-    Axis keys (:data:`TWO_LAYER_AXES`) may be lists (swept) or scalars; every other key is a
-    protocol setting shared by the sweep's cells. A missing optional axis takes its default.
-    """
-    axes = {key: block.get(key, TWO_LAYER_AXIS_DEFAULTS.get(key)) for key in TWO_LAYER_AXES}
-    missing = [key for key, value in axes.items() if value is None]
-    if missing:
-        raise SweepError(f"two_layer.sweeps.{name}: missing {missing}")
-    lists = {key: value if isinstance(value, list) else [value] for key, value in axes.items()}
-    settings = {key: value for key, value in block.items() if key not in TWO_LAYER_AXES}
-    cells = {}
-    for values in itertools.product(*lists.values()):
-        cell = dict(zip(lists, values, strict=True))
-        if cell["P"] <= cell["N_i"]:
-            raise SweepError(
-                f"two_layer.sweeps.{name}.P: {cell['P']} must exceed N_i = {cell['N_i']}"
             )
-        if cell["batch_size"] > cell["P"]:
-            raise SweepError(
-                f"two_layer.sweeps.{name}.batch_size: {cell['batch_size']} exceeds P={cell['P']}"
+        return cells
+    values = {}
+    for p in exp.axes:
+        raw = _as_list(block.get(p.name, p.default))
+        if not raw:
+            raise ConfigError(f"{where}.{p.name}: an empty list gives no cells")
+        values[p.name] = [_checked(p, v, f"{where}.{p.name}") for v in raw]
+    return [dict(zip(values, combo, strict=True)) for combo in itertools.product(*values.values())]
+
+
+def _derived(exp: Experiment, params: dict[str, Any], where: str) -> dict[str, Any]:
+    if exp.derive is None:
+        return params
+    try:
+        return exp.derive(dict(params))
+    except ConfigError as err:
+        raise ConfigError(f"{where}.{err}") from None
+
+
+def expand_sweep(name: str, block: Mapping[str, Any]) -> Sweep:
+    """The :class:`Sweep` of config block ``sweeps.<name>`` (ConfigError naming the key)."""
+    where = f"sweeps.{name}"
+    if not _NAME.match(str(name)):
+        raise ConfigError(f"{where}: sweep names are letters, digits, '_' and '-'")
+    if not isinstance(block, Mapping) or "experiment" not in block:
+        raise ConfigError(f"{where}.experiment: missing; allowed: {sorted(experiments.names())}")
+    try:
+        exp = experiments.get(block["experiment"])
+    except ConfigError as err:
+        raise ConfigError(f"{where}.experiment: {err}") from None
+    known = {*SWEEP_KEYS, *(p.name for p in exp.params)}
+    unknown = sorted(set(block) - known)
+    if unknown:
+        raise ConfigError(
+            f"{where}: unknown keys {unknown} for experiment {exp.name!r}; allowed: "
+            f"axes {[p.name for p in exp.axes]}, settings {[p.name for p in exp.settings]}, "
+            f"and {list(SWEEP_KEYS)}"
+        )
+    settings = _settings(exp, block, where)
+    axis_cells = _axis_cells(exp, block, where)
+    if exp.extra_cells is not None:
+        axis_cells += exp.extra_cells(settings)
+    cells: dict[str, Cell] = {}
+    for axis_values in axis_cells:
+        params = _derived(exp, {**settings, **axis_values}, where)
+        cid = cell_id(exp, params)
+        cells.setdefault(cid, Cell(exp.name, cid, params))
+    figures = tuple(block.get("figures", exp.default_figures))
+    for fig in figures:
+        if fig not in exp.figures:
+            raise ConfigError(
+                f"{where}.figures: {fig!r} is not a figure of {exp.name!r}; "
+                f"allowed: {sorted(exp.figures)}"
             )
-        cells[two_layer_name(cell)] = {**cell, **settings}
-    return cells
+    label = str(block.get("label", name))
+    return Sweep(name, exp.name, settings, tuple(cells.values()), figures, label)
 
 
-def two_layer_name(cell: Mapping[str, object]) -> str:
-    """Canonical file stem of a two-layer cell, e.g. ``Ni20_Nh15_No1_P400_s1_gaussian1_...``."""
-    f = format_number
-    return (
-        f"Ni{f(cell['N_i'])}_Nh{f(cell['N_h'])}_No{f(cell['N_o'])}_P{f(cell['P'])}"
-        f"_s{f(cell['sigma_y2'])}_{cell['init']}{f(cell['init_scale'])}_lr{f(cell['lr'])}"
-        f"_S{f(cell['batch_size'])}_{cell['sampling']}_d{f(cell['data_seed'])}"
-    )
+def check_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """Register ``experiment_modules`` and check the top-level keys and the ``figures`` style;
+    returns the style (formats, dpi)."""
+    unknown = sorted(set(config) - set(TOP_KEYS))
+    if unknown:
+        raise ConfigError(f"{unknown}: unknown top-level keys; allowed: {list(TOP_KEYS)}")
+    for module in _as_list(config.get("experiment_modules", [])):
+        experiments.register_module(str(module))
+    style = dict(config.get("figures") or {})
+    unknown = sorted(set(style) - set(FIGURE_KEYS))
+    if unknown:
+        raise ConfigError(f"figures: unknown keys {unknown}; allowed: {list(FIGURE_KEYS)}")
+    formats = _as_list(style.get("formats", ["png"]))
+    bad = [f for f in formats if f not in FIGURE_KEYS["formats"]]
+    if bad or not formats:
+        raise ConfigError(f"figures.formats: {bad or formats} not allowed; allowed: {list(FIGURE_KEYS['formats'])}")
+    dpi = style.get("dpi", 200)
+    if isinstance(dpi, bool) or not isinstance(dpi, int) or not 10 <= dpi <= 1200:
+        raise ConfigError(f"figures.dpi: {dpi!r} is not allowed; allowed: an integer 10 <= dpi <= 1200")
+    return {"formats": formats, "dpi": dpi}
+
+
+def expand_sweeps(config: Mapping[str, Any]) -> dict[str, Sweep]:
+    """Every named sweep of ``config["sweeps"]``."""
+    blocks = config.get("sweeps") or {}
+    if not isinstance(blocks, Mapping):
+        raise ConfigError("sweeps: must be a mapping of sweep names to sweep blocks")
+    return {name: expand_sweep(name, block) for name, block in blocks.items()}
+
+
+def _selected(cells: Sequence[Cell], select: Mapping[str, list[Any]]) -> list[Cell]:
+    return [c for c in cells if all(c.params.get(k) in v for k, v in select.items())]
+
+
+def _view(name: str, block: Mapping[str, Any], sweeps: Mapping[str, Sweep]) -> View:
+    where = f"views.{name}"
+    unknown = sorted(set(block) - set(VIEW_KEYS))
+    if unknown:
+        raise ConfigError(f"{where}: unknown keys {unknown}; allowed: {list(VIEW_KEYS)}")
+    names = _as_list(block.get("sweeps", []))
+    missing = [s for s in names if s not in sweeps]
+    if not names or missing:
+        raise ConfigError(f"{where}.sweeps: {missing or names} not among {sorted(sweeps)}")
+    kinds = {sweeps[s].experiment for s in names}
+    if len(kinds) != 1:
+        raise ConfigError(f"{where}.sweeps: sweeps of different experiments {sorted(kinds)}")
+    exp = experiments.get(kinds.pop())
+    figure = block.get("figure")
+    if figure not in exp.figures:
+        raise ConfigError(
+            f"{where}.figure: {figure!r} is not a figure of {exp.name!r}; "
+            f"allowed: {sorted(exp.figures)}"
+        )
+    select = {}
+    for axis, values in dict(block.get("select") or {}).items():
+        try:
+            param = exp.param(axis)
+        except KeyError:
+            raise ConfigError(
+                f"{where}.select.{axis}: not a parameter of {exp.name!r}; "
+                f"allowed: {[p.name for p in exp.axes]}"
+            ) from None
+        select[axis] = [param.check(v, f"{where}.select.{axis}") for v in _as_list(values)]
+    cells = [c for s in names for c in sweeps[s].cells]
+    if not _selected(cells, select):
+        raise ConfigError(f"{where}.select: {select} selects no cell of {names}")
+    options = dict(block.get("options") or {})
+    return View(name, exp.name, tuple(names), figure, select, options, None, str(block.get("label", name)))
+
+
+def expand_views(config: Mapping[str, Any], sweeps: Mapping[str, Sweep]) -> dict[str, View]:
+    """Every figure to draw: each sweep's figures (``<sweep>/<figure>``, per-cell figures
+    ``<sweep>/<figure>/<cell id>``) and the config's named views (``<view>``)."""
+    views: dict[str, View] = {}
+    for sweep in sweeps.values():
+        exp = experiments.get(sweep.experiment)
+        for fig in sweep.figures:
+            stem = f"{sweep.name}/{fig}"
+            views[stem] = View(stem, exp.name, (sweep.name,), fig, {}, {}, None, sweep.label)
+    for name, block in (config.get("views") or {}).items():
+        if not _NAME.match(str(name)):
+            raise ConfigError(f"views.{name}: view names are letters, digits, '_' and '-'")
+        if not isinstance(block, Mapping):
+            raise ConfigError(f"views.{name}: must be a mapping with keys {list(VIEW_KEYS)}")
+        views[name] = _view(name, block, sweeps)
+    return _per_cell(views, sweeps)
+
+
+def _per_cell(views: dict[str, View], sweeps: Mapping[str, Sweep]) -> dict[str, View]:
+    """Per-cell figures become one view per selected cell."""
+    out = {}
+    for stem, view in views.items():
+        if not experiments.get(view.experiment).figures[view.figure].per_cell:
+            out[stem] = view
+            continue
+        cells = _selected([c for s in view.sweeps for c in sweeps[s].cells], view.select)
+        for cell in cells:
+            name = f"{stem}/{cell.id}"
+            out[name] = View(name, view.experiment, view.sweeps, view.figure, view.select,
+                             view.options, cell.id, view.label)  # fmt: skip
+    return out
+
+
+def view_cells(view: View, sweeps: Mapping[str, Sweep]) -> list[Cell]:
+    """The cells a view draws (its sweeps' cells after its selection)."""
+    cells = _selected([c for s in view.sweeps for c in sweeps[s].cells], view.select)
+    return [c for c in cells if view.cell is None or c.id == view.cell]

@@ -1,212 +1,105 @@
-# Config validation and the sweep cells every rule draws its parameters from.
-from snakemake.utils import validate
+# The config expanded through the experiment registry (weightdyn.experiments, weightdyn.sweep):
+# named sweeps -> cells, shared data sets, figure views. A bad config stops here, before any job,
+# with a message naming the key (sweeps.<name>.<axis>) and what is allowed.
+import re
 
-from weightdyn import resources, sweep
+from weightdyn import experiments, sweep
 from weightdyn.codehash import code_hash
-from weightdyn.io import format_number
+from weightdyn.experiments import ConfigError
 
 
-validate(config, schema="../../config/schema.yaml")
-
-
-def _single_layer_sweeps():
-    """{sweep name: [cells]} from config; raises a message naming the offending key."""
-    blocks = config["single_layer"]["sweeps"]
+def _expand(config):
     try:
-        return {name: sweep.single_layer_cells(name, block) for name, block in blocks.items()}
-    except sweep.SweepError as err:
+        style = sweep.check_config(config)
+        sweeps = sweep.expand_sweeps(config)
+        views = sweep.expand_views(config, sweeps)
+    except ConfigError as err:
         raise ValueError(f"invalid config: {err}") from None
+    return style, sweeps, views
 
 
-SL_SWEEPS = _single_layer_sweeps()
-SL_CELLS = {
-    sweep.cell_name(cell): cell
-    for cell in sweep.unique_cells(c for cells in SL_SWEEPS.values() for c in cells)
-}
-SL_SIMULATED = sorted(
-    {
-        sweep.cell_name(cell)
-        for name, cells in SL_SWEEPS.items()
-        if config["single_layer"]["sweeps"][name].get("simulate", True)
-        for cell in cells
-    }
-)
-
-def _merge_group(name):
-    """Merged file of a named single-layer sweep. A merged dataset is the outer product of its
-    axes' values, so the lr sweeps of the exact discrete-time theory (many lr and S values) get
-    their own file instead of multiplying the grid of the paper's figure sweeps."""
-    return "single_layer_lr" if name.startswith("lr_") else "single_layer"
+STYLE, SWEEPS, VIEWS = _expand(config)
+FIGURE_FORMATS = STYLE["formats"]
+EXPERIMENTS = {s.experiment: experiments.get(s.experiment) for s in SWEEPS.values()}
+CELLS = {f"{c.experiment}/{c.id}": c for s in SWEEPS.values() for c in s.cells}
+DATA = {}
+for _cell in CELLS.values():
+    _spec = EXPERIMENTS[_cell.experiment].data
+    if _spec is not None:
+        _keys = (*_spec.keys, *_spec.settings)
+        DATA.setdefault(
+            f"{_spec.name}/{sweep.data_id(EXPERIMENTS[_cell.experiment], _cell.params)}",
+            (_cell.experiment, {k: _cell.params[k] for k in _keys}),
+        )
+SUMMARISED = sorted(n for n, s in SWEEPS.items() if EXPERIMENTS[s.experiment].summarize)
 
 
-SL_MERGES = {}
-for _name, _cells in SL_SWEEPS.items():
-    SL_MERGES.setdefault(_merge_group(_name), set()).update(sweep.cell_name(c) for c in _cells)
-SL_MERGES = {group: sorted(names) for group, names in sorted(SL_MERGES.items())}
-NOISE_CONFIG = config.get("noise", {})
-try:
-    NOISE_CELL_PARAMS = sweep.noise_cells(NOISE_CONFIG)
-except sweep.SweepError as err:
-    raise ValueError(f"invalid config: {err}") from None
-NOISE_CELLS = {kind: sorted(cells) for kind, cells in NOISE_CELL_PARAMS.items()}
-NOISE_PROJECTOR = NOISE_CELL_PARAMS.get("projector", {})
-NOISE_SPECTRUM = NOISE_CELL_PARAMS.get("spectrum", {})
-NOISE_BASIS_DATA = list(NOISE_CELL_PARAMS.get("hessian_basis", {}).values())
-SL_DATA = {
-    sweep.data_name(cell): sweep.data_cell(cell)
-    for cell in [
-        *SL_CELLS.values(),
-        *NOISE_CELL_PARAMS.get("k_diagonal", {}).values(),
-        *NOISE_SPECTRUM.values(),
-        *NOISE_BASIS_DATA,
-    ]
-}
-FIGURE_FORMATS = config["figures"]["formats"]
+def _alternatives(names):
+    return "|".join(re.escape(n) for n in sorted(names)) or "^$"
 
 
 def sorted_params(mapping):
-    """A config mapping with keys sorted at every level: a reordered YAML is no params change."""
+    """A mapping with keys sorted at every level: a reordered YAML is no params change."""
     return {
         key: sorted_params(value) if isinstance(value, dict) else value
         for key, value in sorted(mapping.items())
     }
 
 
-def sweep_cells(name):
-    """The cells of one named single-layer sweep (empty if the config omits it)."""
-    return SL_SWEEPS.get(name, [])
-
-
-def noise_figures():
-    """Noise figures drawn for the experiments present in the config."""
-    figs = []
-    if "projector" in NOISE_CELLS:
-        figs.append("fig1a")
-    if "k_diagonal" in NOISE_CELLS:
-        figs.append("fig1b")
-    if "spectrum" in NOISE_CELLS:
-        figs += [f"fig2a_{s}" for s in NOISE_CONFIG["spectrum"]["sampling"]] + ["fig2b"]
-    if "hessian_basis" in NOISE_CELLS:
-        figs.append("fig2c")
-    return figs
-
-
-def lr_sweep_cells():
-    """Cells of the learning-rate sweeps (named ``lr_*``) of the exact discrete-time theory."""
-    return [cell for name, cells in SL_SWEEPS.items() if name.startswith("lr_") for cell in cells]
-
-
-DISCRETE_FIGURES = ("fig_discrete_trace", "fig_discrete_spectra", "fig_discrete_divergence")
-
-
-def figure_targets():
-    """Figure files drawn for the sweeps and experiments present in the config."""
-    figs = [fig for fig in ("fig4a", "fig4b", "fig4c") if fig in SL_SWEEPS] + noise_figures()
-    figs += list(DISCRETE_FIGURES) if lr_sweep_cells() else []
-    return [f"results/figures/{fig}.{ext}" for fig in figs for ext in FIGURE_FORMATS]
-
-
-EXPERIMENTS = {
-    key: sorted_params(config[key])
-    for key in ("relaxation", "perturbation", "table1", "sgf", "gbm")
-    if key in config
-}
-SGD_PROTOCOL = sorted_params(config["single_layer"]["sgd"])
-
-
-NOISE_FIGURE_INPUT = {
-    "fig1a": "results/noise_projector.nc",
-    "fig1b": "results/noise_k_diagonal.nc",
-    "fig2b": "results/noise_spectrum.nc",
-    "fig2c": "results/noise/hessian_basis.nc",
-}
-
-
-EXPERIMENT_FIGURES = {
-    "fig3": "relaxation",
-    "fig5a": "perturbation_iid",
-    "fig5b": "perturbation_correlated",
-    "fig_sgd_sgf": "sgf",
-    "fig_gbm": "gbm",
-}
-
-
-def experiment_figures():
-    """Figures of the single-job experiments present in the config."""
-    return [
-        fig for fig, exp in EXPERIMENT_FIGURES.items() if exp.split("_")[0] in EXPERIMENTS
-    ]
-
-
-def _two_layer_cells():
-    """{canonical cell name: cell} over all named two-layer sweeps."""
-    cells = {}
-    try:
-        for name, block in config.get("two_layer", {}).get("sweeps", {}).items():
-            for cell_name, cell in sweep.two_layer_cells(name, block).items():
-                cells.setdefault(cell_name, sorted_params(cell))
-    except sweep.SweepError as err:
-        raise ValueError(f"invalid config: {err}") from None
-    return cells
-
-
-TWO_LAYER_CELLS = _two_layer_cells()
-TWO_LAYER_FIGURES = ("fig6a", "fig6bc", "fig7a", "fig7b", "fig_drift", "fig_relaxation")
-
-
-def two_layer_targets():
-    """Merged two-layer dataset and every figure of every named cell (empty without cells)."""
-    if not TWO_LAYER_CELLS:
+def cell_data_path(w):
+    """The shared data set a cell reads (none if its experiment declares none)."""
+    cell = CELLS[f"{w.experiment}/{w.cell}"]
+    exp = EXPERIMENTS[cell.experiment]
+    if exp.data is None:
         return []
-    return ["results/two_layer.nc"] + [
-        f"results/figures/two_layer/{name}_{fig}.{ext}"
-        for name in sorted(TWO_LAYER_CELLS)
-        for fig in TWO_LAYER_FIGURES
-        for ext in FIGURE_FORMATS
-    ]
+    return f"results/data/{exp.data.name}/{sweep.data_id(exp, cell.params)}.nc"
 
 
-def _mean_field():
-    """Shared settings and cells of the mean-field experiments (paper 002) present in config."""
-    from weightdyn.mean_field import experiments as mf
-
-    blocks = {name: sorted_params(block) for name, block in config.get("mean_field", {}).items()}
-    try:
-        cells = mf.experiment_cells(blocks)
-    except ValueError as err:
-        raise ValueError(f"invalid config: {err}") from None
-    settings = {name: mf.shared_settings(name, block) for name, block in blocks.items()}
-    figures = {name: mf.module(name).FIGURES for name in blocks}
-    return list(mf.MODULES), settings, cells, figures
+def cell_request(w, attempt):
+    """Cluster request of one cell, scaled with its size; grows with each retry."""
+    cell = CELLS[f"{w.experiment}/{w.cell}"]
+    exp = EXPERIMENTS[cell.experiment]
+    if exp.resources is None:
+        return {"mem_mb": 2000 * attempt, "runtime": 30 * attempt}
+    return exp.resources(cell.params, attempt)
 
 
-MF_EXPERIMENTS, MF_SETTINGS, MF_CELLS, MF_FIGURES = _mean_field()
+def sweep_source(name):
+    """The file a sweep's figures and agreement rows read: its summary, else its merged cells."""
+    return f"results/{name}.summary.nc" if name in SUMMARISED else f"results/{name}.nc"
 
 
-def mean_field_targets():
-    """Merged mean-field dataset and every figure of every experiment (empty without any)."""
-    if not MF_CELLS:
-        return []
-    return ["results/mean_field.nc"] + [
-        f"results/figures/mean_field/{name}_{fig}.{ext}"
-        for name, figs in MF_FIGURES.items()
-        for fig in figs
-        for ext in FIGURE_FORMATS
-    ]
+def view_inputs(w):
+    view = VIEWS[w.view]
+    figure = EXPERIMENTS[view.experiment].figures[view.figure]
+    if figure.source == "summary":
+        return [f"results/{s}.summary.nc" for s in view.sweeps]
+    return [f"results/{s}.nc" for s in view.sweeps]
 
 
-# Cluster requests scaled with each cell's size (weightdyn.resources); they grow with each retry.
-def data_request(w, attempt):
-    return resources.single_layer_data(SL_DATA[w.data], config["single_layer"]["n_test"], attempt)
+def view_cells(w):
+    """Cell ids the view draws, in sweep order."""
+    return [c.id for c in sweep.view_cells(VIEWS[w.view], SWEEPS)]
 
 
-def theory_request(w, attempt):
-    return resources.single_layer_theory(SL_CELLS[w.cell], attempt)
+def figure_code(w):
+    """Figures rerun when plotting code or their experiment's code changes, never otherwise."""
+    family = EXPERIMENTS[VIEWS[w.view].experiment].family
+    return code_hash("plots") + code_hash(family)
 
 
-def sgd_request(w, attempt):
-    return resources.single_layer_sgd(SL_CELLS[w.cell], SGD_PROTOCOL, attempt)
+def figure_report(files, caption, category, subcategory):
+    """Figure outputs with the PNG (else the first format) marked for the report."""
+    shown = next((f for f in files if f.endswith(".png")), files[0])
+    flagged = report(shown, caption, category, subcategory, {"figure": "{view}"})
+    return [flagged if f == shown else f for f in files]
 
 
-def two_layer_request(w, attempt):
-    return resources.two_layer_cell(TWO_LAYER_CELLS[w.tl], attempt)
+def targets():
+    """Everything the config asks for: merged sweeps, summaries, figures, the agreement table."""
+    out = [f"results/{name}.nc" for name in SWEEPS]
+    out += [f"results/{name}.summary.nc" for name in SUMMARISED]
+    out += [f"results/figures/{v}.{ext}" for v in VIEWS for ext in FIGURE_FORMATS]
+    if SWEEPS:
+        out.append("results/agreement.html")
+    return out

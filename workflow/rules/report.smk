@@ -1,34 +1,25 @@
-# Snakemake report (`snakemake --report report.html`): figure captions and categories, and the
-# theory-vs-simulation agreement table. Included right after common.smk: the figure rules of
-# figures.smk and two_layer.smk call figure_report() (report_common.smk) in their output sections.
-
-
-include: "report_common.smk"
+# Snakemake report (`snakemake --report report.html`): figures with captions (figure_report in
+# common.smk), grouped by experiment and sweep, and the agreement table of every sweep.
 
 
 report: "../report/workflow.rst"
 
 
-localrules:
-    agreement_table,
-
-
 rule agreement_table:
     input:
-        **agreement_inputs(),
+        [sweep_source(name) for name in SWEEPS],
     output:
         html=report(
             "results/agreement.html",
             caption="../report/agreement.rst",
             category="Summary",
-            labels={"table": "theory vs simulation per figure"},
+            labels={"table": "theory vs simulation per sweep"},
         ),
         csv="results/agreement.csv",
     log:
         "logs/agreement_table.log",
     params:
-        fig4_cells={fig: sweep_cells(fig) for fig in ("fig4a", "fig4b", "fig4c")},
-        discrete_cells=lr_sweep_cells(),
+        sweeps={name: (s.experiment, s.label) for name, s in SWEEPS.items()},
     conda:
         "../envs/weightdyn.yaml"
     threads: 1

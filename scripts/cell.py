@@ -1,0 +1,26 @@
+"""Rule cell: one cell of a sweep, run by its experiment's run_cell (weightdyn.experiments)."""
+
+import xarray as xr
+from threadpoolctl import threadpool_limits
+
+from weightdyn import experiments, io
+from weightdyn.joblog import job_logger
+
+log = job_logger("cell", snakemake.log[0])
+for module in snakemake.config.get("experiment_modules", []):
+    experiments.register_module(module)
+name = snakemake.wildcards.experiment
+exp = experiments.get(name)
+params = dict(snakemake.params.params)
+log.info("experiment %s, cell %s", name, snakemake.wildcards.cell)
+with threadpool_limits(snakemake.threads):
+    if exp.data is not None:
+        with xr.open_dataset(snakemake.input.data) as raw:
+            params["data"] = exp.data.load(raw.load())
+    ds = exp.run_cell(params, log.info)
+params.pop("data", None)
+ds.attrs.update(io.provenance({"experiment": name, **params}))
+if snakemake.input.data:
+    ds.attrs["data_file"] = str(snakemake.input.data)
+io.write_atomic(ds, snakemake.output[0])
+log.info("wrote %s", snakemake.output[0])

@@ -1,0 +1,14 @@
+"""Rule data: one shared data set of an experiment (e.g. the teacher-student set, paper 000 Eq. 1)."""
+
+from weightdyn import experiments, io
+from weightdyn.joblog import job_logger
+
+log = job_logger("data", snakemake.log[0])
+for module in snakemake.config.get("experiment_modules", []):
+    experiments.register_module(module)
+spec = experiments.get(snakemake.params.experiment).data
+params = snakemake.params.params
+ds = spec.make(params)
+ds.attrs.update(io.provenance(params))
+io.write_atomic(ds, snakemake.output[0])
+log.info("wrote %s (%s)", snakemake.output[0], params)

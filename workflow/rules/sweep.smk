@@ -1,0 +1,86 @@
+# One generic pipeline for every experiment: shared data set -> one job per cell -> merge per
+# sweep (sparse, along `cell`) -> summary (fits) where the experiment declares one.
+
+
+wildcard_constraints:
+    dataset=_alternatives({key.split("/")[0] for key in DATA}),
+    experiment=_alternatives(EXPERIMENTS),
+    sweep=_alternatives(SWEEPS),
+
+
+rule data:
+    output:
+        "results/data/{dataset}/{data}.nc",
+    log:
+        "logs/data/{dataset}/{data}.log",
+    params:
+        experiment=lambda w: DATA[f"{w.dataset}/{w.data}"][0],
+        params=lambda w: DATA[f"{w.dataset}/{w.data}"][1],
+        code=lambda w: code_hash(EXPERIMENTS[DATA[f"{w.dataset}/{w.data}"][0]].family),
+    conda:
+        "../envs/weightdyn.yaml"
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    cache: "omit-software"
+    script:
+        "../../scripts/data.py"
+
+
+rule cell:
+    input:
+        data=cell_data_path,
+    output:
+        "results/cells/{experiment}/{cell}.nc",
+    log:
+        "logs/cells/{experiment}/{cell}.log",
+    params:
+        params=lambda w: sorted_params(CELLS[f"{w.experiment}/{w.cell}"].params),
+        code=lambda w: code_hash(EXPERIMENTS[w.experiment].family),
+    conda:
+        "../envs/weightdyn.yaml"
+    threads: 1
+    resources:
+        mem_mb=lambda w, attempt: cell_request(w, attempt)["mem_mb"],
+        runtime=lambda w, attempt: cell_request(w, attempt)["runtime"],
+    script:
+        "../../scripts/cell.py"
+
+
+rule merge:
+    input:
+        lambda w: [c.path for c in SWEEPS[w.sweep].cells],
+    output:
+        "results/{sweep}.nc",
+    log:
+        "logs/merge/{sweep}.log",
+    params:
+        experiment=lambda w: SWEEPS[w.sweep].experiment,
+        cells=lambda w: [sorted_params(c.params) for c in SWEEPS[w.sweep].cells],
+        ids=lambda w: [c.id for c in SWEEPS[w.sweep].cells],
+        settings=lambda w: sorted_params(SWEEPS[w.sweep].settings),
+    conda:
+        "../envs/weightdyn.yaml"
+    threads: 1
+    script:
+        "../../scripts/merge.py"
+
+
+rule summary:
+    input:
+        lambda w: [c.path for c in SWEEPS[w.sweep].cells],
+    output:
+        "results/{sweep}.summary.nc",
+    log:
+        "logs/merge/{sweep}.summary.log",
+    params:
+        experiment=lambda w: SWEEPS[w.sweep].experiment,
+        cells=lambda w: [sorted_params(c.params) for c in SWEEPS[w.sweep].cells],
+        settings=lambda w: sorted_params(SWEEPS[w.sweep].settings),
+        code=lambda w: code_hash(EXPERIMENTS[SWEEPS[w.sweep].experiment].family),
+    conda:
+        "../envs/weightdyn.yaml"
+    threads: 1
+    script:
+        "../../scripts/summary.py"
