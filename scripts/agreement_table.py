@@ -11,8 +11,8 @@ log = job_logger("agreement_table", snakemake.log[0])
 for module in snakemake.config.get("experiment_modules", []):
     experiments.register_module(module)
 rows = []
-for path, (name, (experiment, label)) in zip(
-    snakemake.input, snakemake.params.sweeps.items(), strict=True
+for path, (experiment, label) in zip(
+    snakemake.input, snakemake.params.sweeps.values(), strict=True
 ):
     exp = experiments.get(experiment)
     if exp.agreement is None:

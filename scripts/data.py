@@ -1,4 +1,4 @@
-"""Rule data: one shared data set of an experiment (e.g. the teacher-student set, paper 000 Eq. 1)."""
+"""Rule data: one shared data set of an experiment (e.g. the teacher-student set, Eq. 1)."""
 
 from weightdyn import experiments, io
 from weightdyn.joblog import job_logger

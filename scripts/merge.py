@@ -17,7 +17,10 @@ cells = snakemake.params.cells
 axes = [p for p in exp.axes if any(c.get(p.name) is not None for c in cells)]
 coords = {p.name: ([c.get(p.name) for c in cells], p.attrs()) for p in axes}
 coords["cell_id"] = (snakemake.params.ids, {"long_name": "cell identifier", "units": "1"})
-merged = io.stack_cells(datasets, coords, io.sweep_attrs(exp, snakemake.wildcards.sweep,
-                                                          snakemake.params.settings, axes))
+merged = io.stack_cells(
+    datasets,
+    coords,
+    io.sweep_attrs(exp, snakemake.wildcards.sweep, snakemake.params.settings, axes),
+)
 io.write_atomic(merged, snakemake.output[0])
 log.info("merged %d cells of sweep %s", len(datasets), snakemake.wildcards.sweep)

@@ -55,8 +55,9 @@ def _plot(ds: xr.Dataset) -> plt.Figure:
     fig, ax = plt.subplots(figsize=(3.4, 2.6))
     order = np.argsort(ds["lr"].values)
     lr = ds["lr"].values[order]
-    ax.errorbar(lr, ds["var_sim"].values[order], ds["var_sim_se"].values[order], fmt="o",
-                label="simulation")  # fmt: skip
+    ax.errorbar(
+        lr, ds["var_sim"].values[order], ds["var_sim_se"].values[order], fmt="o", label="simulation"
+    )
     ax.plot(lr, ds["var_theory"].values[order], "k--", label=r"$\lambda/(2-\lambda)$")
     ax.set_xlabel(r"learning rate $\lambda$")
     ax.set_ylabel(r"$\langle w^2 \rangle$")
@@ -66,8 +67,15 @@ def _plot(ds: xr.Dataset) -> plt.Figure:
 
 def _agreement(ds: xr.Dataset, label: str) -> list:
     return [
-        agreement(label, "toy variance vs lr/(2-lr)", "toy", ds["var_sim"], ds["var_theory"],
-                  ds["var_sim_se"], paper="toy")  # fmt: skip
+        agreement(
+            label,
+            "toy variance vs lr/(2-lr)",
+            "toy",
+            ds["var_sim"],
+            ds["var_theory"],
+            ds["var_sim_se"],
+            paper="toy",
+        )
     ]
 
 
@@ -78,8 +86,9 @@ EXPERIMENTS = {
         title="Toy: SGD on a quadratic in one dimension",
         source=SOURCE,
         params=(
-            Param("lr", float, REQUIRED, "learning rate", axis=True, minimum=0,
-                  exclusive_minimum=True),  # fmt: skip
+            Param(
+                "lr", float, REQUIRED, "learning rate", axis=True, minimum=0, exclusive_minimum=True
+            ),
             Param("seed", int, 0, "random seed index", axis=True, minimum=0),
             Param("chains", int, 16, "number of chains", minimum=2),
             Param("steps", int, 500, "number of steps", minimum=10),

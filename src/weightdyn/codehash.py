@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import functools
 import hashlib
+import importlib.util
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent
@@ -56,16 +57,7 @@ def closure(part: str, root: Path = PACKAGE) -> tuple[Path, ...]:
     """
     if part not in PARTS:
         raise ValueError(f"part: {part!r} is not one of {PARTS}")
-    todo = set((root / part).rglob("*.py"))
-    seen: set[Path] = set()
-    plots = root / "plots"
-    while todo:
-        path = todo.pop()
-        seen.add(path)
-        for dep in _imports(path, root) - seen:
-            if part == "plots" or plots not in dep.parents:
-                todo.add(dep)
-    return tuple(sorted(seen))
+    return _closure_from(set((root / part).rglob("*.py")), root, with_plots=part == "plots")
 
 
 def code_hash(part: str, root: Path = PACKAGE) -> str:
@@ -73,5 +65,35 @@ def code_hash(part: str, root: Path = PACKAGE) -> str:
     digest = hashlib.sha256()
     for path in closure(part, root):
         digest.update(str(path.relative_to(root)).encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def _closure_from(start: set[Path], root: Path, with_plots: bool) -> tuple[Path, ...]:
+    todo, seen = set(start), set()
+    plots = root / "plots"
+    while todo:
+        path = todo.pop()
+        seen.add(path)
+        for dep in _imports(path, root) - seen:
+            if with_plots or plots not in dep.parents:
+                todo.add(dep)
+    return tuple(sorted(seen))
+
+
+def module_hash(module: str, root: Path = PACKAGE) -> str:
+    """First 16 hex digits of the SHA-256 of the import closure of the module ``module``
+    (an experiment module of the registry, inside the package or not), plotting code left out:
+    the code a cell of its experiments runs."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None:
+        raise ValueError(f"module: {module!r} cannot be found")
+    origin = Path(spec.origin).resolve()
+    if root != PACKAGE and PACKAGE in origin.parents:
+        origin = root / origin.relative_to(PACKAGE)
+    digest = hashlib.sha256()
+    for path in _closure_from({origin}, root, with_plots=False):
+        name = path.relative_to(root) if root in path.parents else path.name
+        digest.update(str(name).encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]

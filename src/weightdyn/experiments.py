@@ -101,7 +101,11 @@ class Param:
         if self.allowed is not None:
             return "allowed: " + ", ".join(repr(v) for v in self.allowed)
         if self.kind in (int, float):
-            low = "" if self.minimum is None else f"{self.minimum} {'<' if self.exclusive_minimum else '<='} "
+            low = (
+                ""
+                if self.minimum is None
+                else f"{self.minimum} {'<' if self.exclusive_minimum else '<='} "
+            )
             high = "" if self.maximum is None else f" <= {self.maximum}"
             kind = "integer" if self.kind is int else "number"
             return f"allowed: {low}{kind}{high}" if (low or high) else f"allowed: any {kind}"

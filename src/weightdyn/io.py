@@ -142,7 +142,8 @@ def stack_cells(
     their largest length over the cells (NaN, "" for strings), so memory grows with the number of
     cells times the largest cell, never with the product of the axes' values. A variable a cell
     lacks is NaN there. A dimension coordinate (``mode``, ``time``) stays a coordinate if every
-    cell's values are the start of the longest cell's (``mode`` = 0 .. N-1); otherwise it becomes the variable ``<dim>_values`` with dims
+    cell's values are the start of the longest cell's (``mode`` = 0 .. N-1); otherwise it
+    becomes the variable ``<dim>_values`` with dims
     ``(cell, <dim>)``. ``coords`` gives the per-cell coordinates (one value per dataset, with
     their attributes), e.g. one per sweep axis.
     """
@@ -199,7 +200,9 @@ def _common_stack(arrays: Sequence[np.ndarray]) -> np.ndarray:
     """Stack arrays that may differ in dtype (an int variable NaN-padded in one cell is float)."""
     kinds = {a.dtype.kind for a in arrays}
     if kinds & set("OUS"):
-        return np.stack([a.astype(object) if a.dtype.kind != "O" else a for a in arrays]).astype(str)
+        return np.stack([a.astype(object) if a.dtype.kind != "O" else a for a in arrays]).astype(
+            str
+        )
     return np.stack(arrays)
 
 

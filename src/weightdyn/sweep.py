@@ -93,7 +93,9 @@ def cell_id(experiment: Experiment, params: Mapping[str, Any]) -> str:
         for name in experiment.identity_axes
         if params.get(name) is not None
     )
-    settings = {p.name: params[p.name] for p in experiment.settings if params.get(p.name) is not None}
+    settings = {
+        p.name: params[p.name] for p in experiment.settings if params.get(p.name) is not None
+    }
     digest = hashlib.sha256(canonical_parameters(_flat(settings)).encode()).hexdigest()[:8]
     return f"{axes}__{digest}"
 
@@ -105,7 +107,14 @@ def _flat(mapping: Mapping[str, Any]) -> dict[str, Any]:
         if isinstance(value, Mapping):
             out[key] = repr(sorted(_flat(value).items()))
         elif isinstance(value, list | tuple):
-            out[key] = "[" + ",".join(_value_text(v) if not isinstance(v, list | tuple | Mapping) else repr(v) for v in value) + "]"
+            out[key] = (
+                "["
+                + ",".join(
+                    _value_text(v) if not isinstance(v, list | tuple | Mapping) else repr(v)
+                    for v in value
+                )
+                + "]"
+            )
         else:
             out[key] = value
     return out
@@ -166,8 +175,11 @@ def _axis_cells(exp: Experiment, block: Mapping[str, Any], where: str) -> list[d
                 )
             cells.append(
                 {
-                    p.name: _checked(p, entry.get(p.name, block.get(p.name, p.default)),
-                                     f"{where}.cells[{k}].{p.name}")
+                    p.name: _checked(
+                        p,
+                        entry.get(p.name, block.get(p.name, p.default)),
+                        f"{where}.cells[{k}].{p.name}",
+                    )
                     for p in exp.axes
                 }
             )
@@ -244,10 +256,15 @@ def check_config(config: Mapping[str, Any]) -> dict[str, Any]:
     formats = _as_list(style.get("formats", ["png"]))
     bad = [f for f in formats if f not in FIGURE_KEYS["formats"]]
     if bad or not formats:
-        raise ConfigError(f"figures.formats: {bad or formats} not allowed; allowed: {list(FIGURE_KEYS['formats'])}")
+        raise ConfigError(
+            f"figures.formats: {bad or formats} not allowed; "
+            f"allowed: {list(FIGURE_KEYS['formats'])}"
+        )
     dpi = style.get("dpi", 200)
     if isinstance(dpi, bool) or not isinstance(dpi, int) or not 10 <= dpi <= 1200:
-        raise ConfigError(f"figures.dpi: {dpi!r} is not allowed; allowed: an integer 10 <= dpi <= 1200")
+        raise ConfigError(
+            f"figures.dpi: {dpi!r} is not allowed; allowed: an integer 10 <= dpi <= 1200"
+        )
     return {"formats": formats, "dpi": dpi}
 
 
@@ -296,7 +313,9 @@ def _view(name: str, block: Mapping[str, Any], sweeps: Mapping[str, Sweep]) -> V
     if not _selected(cells, select):
         raise ConfigError(f"{where}.select: {select} selects no cell of {names}")
     options = dict(block.get("options") or {})
-    return View(name, exp.name, tuple(names), figure, select, options, None, str(block.get("label", name)))
+    return View(
+        name, exp.name, tuple(names), figure, select, options, None, str(block.get("label", name))
+    )
 
 
 def expand_views(config: Mapping[str, Any], sweeps: Mapping[str, Sweep]) -> dict[str, View]:

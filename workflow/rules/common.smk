@@ -4,7 +4,7 @@
 import re
 
 from weightdyn import experiments, sweep
-from weightdyn.codehash import code_hash
+from weightdyn.codehash import code_hash, module_hash
 from weightdyn.experiments import ConfigError
 
 
@@ -82,10 +82,14 @@ def view_cells(w):
     return [c.id for c in sweep.view_cells(VIEWS[w.view], SWEEPS)]
 
 
+def experiment_code(name):
+    """Hash of the code a cell of experiment ``name`` runs (its module's import closure)."""
+    return module_hash(experiments.REGISTRY[name])
+
+
 def figure_code(w):
     """Figures rerun when plotting code or their experiment's code changes, never otherwise."""
-    family = EXPERIMENTS[VIEWS[w.view].experiment].family
-    return code_hash("plots") + code_hash(family)
+    return code_hash("plots") + experiment_code(VIEWS[w.view].experiment)
 
 
 def figure_report(files, caption, category, subcategory):

@@ -16,7 +16,7 @@ rule data:
     params:
         experiment=lambda w: DATA[f"{w.dataset}/{w.data}"][0],
         params=lambda w: DATA[f"{w.dataset}/{w.data}"][1],
-        code=lambda w: code_hash(EXPERIMENTS[DATA[f"{w.dataset}/{w.data}"][0]].family),
+        code=lambda w: experiment_code(DATA[f"{w.dataset}/{w.data}"][0]),
     conda:
         "../envs/weightdyn.yaml"
     threads: 1
@@ -37,7 +37,7 @@ rule cell:
         "logs/cells/{experiment}/{cell}.log",
     params:
         params=lambda w: sorted_params(CELLS[f"{w.experiment}/{w.cell}"].params),
-        code=lambda w: code_hash(EXPERIMENTS[w.experiment].family),
+        code=lambda w: experiment_code(w.experiment),
     conda:
         "../envs/weightdyn.yaml"
     threads: 1
@@ -60,6 +60,7 @@ rule merge:
         cells=lambda w: [sorted_params(c.params) for c in SWEEPS[w.sweep].cells],
         ids=lambda w: [c.id for c in SWEEPS[w.sweep].cells],
         settings=lambda w: sorted_params(SWEEPS[w.sweep].settings),
+        code=lambda w: experiment_code(SWEEPS[w.sweep].experiment),
     conda:
         "../envs/weightdyn.yaml"
     threads: 1
@@ -78,7 +79,7 @@ rule summary:
         experiment=lambda w: SWEEPS[w.sweep].experiment,
         cells=lambda w: [sorted_params(c.params) for c in SWEEPS[w.sweep].cells],
         settings=lambda w: sorted_params(SWEEPS[w.sweep].settings),
-        code=lambda w: code_hash(EXPERIMENTS[SWEEPS[w.sweep].experiment].family),
+        code=lambda w: experiment_code(SWEEPS[w.sweep].experiment),
     conda:
         "../envs/weightdyn.yaml"
     threads: 1

@@ -126,8 +126,8 @@ Unit = TanhUnit | ShiftedTanhUnit
 
 
 def make_unit(spec: Mapping[str, object]) -> Unit:
-    """The unit named by ``spec["unit"]`` ("tanh" or "shifted_tanh" with ``beta``)."""
-    kind = spec.get("unit")
+    """The unit of ``{"kind": "tanh"}`` or ``{"kind": "shifted_tanh", "beta": beta}``."""
+    kind = spec.get("kind")
     if kind == "tanh":
         return TanhUnit()
     if kind == "shifted_tanh":

@@ -5,11 +5,13 @@ particles moving with ``dw/dt = -grad u(w, t)`` (Eqs. 9-10). With i.i.d. initial
 ``p0`` its loss ``L_N(t)`` (Eq. 2) fluctuates about the mean-field loss ``L_inf(t)`` (Eq. 11 along
 the solution of Eq. 8), here computed by the same dynamics on weighted quadrature nodes of ``p0``.
 
-Cells (one job each):
+Registry entry ``mf_width``; the axis is the width ``N``, the ``part`` axis names the cells:
 
-- ``reference_P<points>``: ``L_inf(t)`` on a ``points^3`` grid (two grids: reference and check);
-- ``N<N>_seeds<S>``: ``L_N(t)`` for S independent networks of width N (seeds batched, chunked);
-- ``energy_N<N>_seeds<S>``: Eq. (12) in continuous time (RK4, Simpson) and per explicit Euler step.
+- ``width`` (main part): ``L_N(t)`` for S independent networks of width N (seeds batched, chunked;
+  S = ``particles_per_cell / N`` clipped to [seeds_min, seeds_max]);
+- ``reference``, ``check`` (added by :func:`extra_cells`): ``L_inf(t)`` on ``points^3`` grids of
+  ``p0`` with ``reference_points`` and ``check_points``;
+- ``energy`` (added): Eq. (12) in continuous time (RK4, Simpson) and per explicit Euler step.
 
 ``summarize`` measures ``|L_N - L_inf|`` (RMS over seeds; sup over t, sup over t >= t_late, fixed
 times) and its log-log slope in N, the bias ``E L_N - L_inf`` against the exact t = 0 value
@@ -24,26 +26,57 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import matplotlib.pyplot as plt
 import numpy as np
 import xarray as xr
 
 from weightdyn import seeds, stats
-from weightdyn.io import attrs, provenance
+from weightdyn.agreement import Agreement
+from weightdyn.experiments import REQUIRED, ConfigError, Experiment, Figure, Param
+from weightdyn.io import attrs
+from weightdyn.mean_field import params as mfp
 from weightdyn.mean_field import particles
-from weightdyn.mean_field.model import Measure, TanhUnit, make_measure, make_target
-from weightdyn.plots import mean_field_width
+from weightdyn.mean_field.model import Measure, TanhUnit
+from weightdyn.plots import mean_field_width as plots
 
-Block = Mapping[str, Any]
+Params = Mapping[str, Any]
 Log = Callable[[str], None]
 
-FIGURES: tuple[str, ...] = mean_field_width.FIGURES
 UNIT = TanhUnit()
+PARTS = ("width", "reference", "check", "energy")
+ENERGY_KEYS = ("N", "seeds", "t_max", "interval_steps", "points")
+
+
+def _positive(name: str, long_name: str, kind: type = float, minimum: float = 0.0) -> Param:
+    return Param(name, kind, REQUIRED, long_name, minimum=minimum, exclusive_minimum=True)
+
+
+PARAMS: tuple[Param, ...] = (
+    Param("N", int, REQUIRED, "network width N", axis=True, minimum=1),
+    mfp.part(PARTS, "width-N networks; reference and check grids of p0 (L_inf); Eq. 12 check"),
+    mfp.dict_param("measure", "input measure mu {kind: gauss_legendre | grid, size: M}"),
+    mfp.dict_param("target", "target f {kind: sin | tanh_bumps, amplitude: A[, bumps]}"),
+    mfp.dict_param("init", "initial density p0 = N(mean, diag(std^2)) of w = (c, a, h)"),
+    _positive("dt", "RK4 time step"),
+    _positive("output_dt", "output interval (a multiple of dt)"),
+    _positive("t_max", "final time (a multiple of output_dt)"),
+    Param("t_fixed", list, REQUIRED, "fixed times of the gap and bias (output times)"),
+    Param("t_late", float, REQUIRED, "start of the late-time sup (0 <= t_late < t_max)", minimum=0),
+    _positive("grid_width", "half-width of the quadrature grids of p0 in standard deviations"),
+    Param("reference_points", int, REQUIRED, "reference grid of p0: points per axis", minimum=3),
+    Param("check_points", int, REQUIRED, "check grid of p0: points per axis", minimum=3),
+    _positive(
+        "particles_per_cell", "particles per width cell (seeds = particles_per_cell / N)", int
+    ),
+    _positive("seeds_min", "fewest independent networks per width", int),
+    _positive("seeds_max", "most independent networks per width", int),
+    _positive("chunk_particles", "particles integrated at once", int),
+    mfp.dict_param("energy", "Eq. 12 check {N, seeds, t_max, interval_steps, points}"),
+)
 
 
 @dataclass(frozen=True)
 class Settings:
-    """The validated shared settings of a width-sweep block."""
+    """The validated shared settings of a width sweep."""
 
     measure: Measure
     f_values: np.ndarray
@@ -60,54 +93,54 @@ class Settings:
     energy_points: int
 
 
-def _positive(block: Block, key: str, kind: type = float) -> Any:
-    value = block.get(key)
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-        raise ValueError(f"width.{key}: {value!r} must be a positive number")
-    if kind is int and int(value) != value:
-        raise ValueError(f"width.{key}: {value!r} must be a positive integer")
-    return kind(value)
-
-
-def _multiple(value: float, dt: float, key: str) -> float:
-    steps = round(value / dt)
-    if abs(steps * dt - value) > 1e-9 * max(1.0, value):
-        raise ValueError(f"width.{key}: {value!r} must be a multiple of dt = {dt}")
-    return steps * dt
-
-
-def settings(block: Block) -> Settings:
-    """Validate the shared settings of ``block`` (raises ValueError naming the key)."""
-    measure = make_measure(block.get("measure", {}))
-    f_values = make_target(block.get("target", {}))(measure.x)
-    mean = np.asarray(block.get("init_mean", ()), dtype=float)
-    std = np.asarray(block.get("init_std", ()), dtype=float)
-    if mean.shape != (UNIT.dim,):
-        raise ValueError(f"width.init_mean: expected {UNIT.dim} numbers for (c, a, h), got {mean}")
-    if std.shape != (UNIT.dim,) or np.any(std <= 0):
-        raise ValueError(f"width.init_std: expected {UNIT.dim} positive numbers, got {std}")
-    dt = _positive(block, "dt")
-    out_dt = _multiple(_positive(block, "output_dt"), dt, "output_dt")
-    t_max = _multiple(_positive(block, "t_max"), out_dt, "t_max")
-    t_out = out_dt * np.arange(round(t_max / out_dt) + 1)
-    t_fixed = np.asarray(block.get("t_fixed", ()), dtype=float)
+def _fixed_times(value: Any, t_out: np.ndarray) -> np.ndarray:
+    """The output times nearest to the ``t_fixed`` list (ConfigError unless they are outputs)."""
+    try:
+        t_fixed = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        t_fixed = np.full((1, 1), np.nan)
     if (
         t_fixed.ndim != 1
         or t_fixed.size == 0
         or not np.all(np.min(np.abs(t_fixed[:, None] - t_out[None, :]), axis=1) < 1e-9)
     ):
-        raise ValueError(f"width.t_fixed: {t_fixed} must be output times (multiples of output_dt)")
-    t_late = float(block.get("t_late", -1.0))
-    if not 0.0 <= t_late < t_max:
-        raise ValueError(f"width.t_late: {t_late!r} must lie in [0, t_max = {t_max})")
-    energy = block.get("energy", {})
-    e_t_max = _multiple(_positive(energy, "t_max"), dt, "energy.t_max")
-    e_steps = _positive(energy, "interval_steps", int)
-    if e_steps % 2 or round(e_t_max / dt) % e_steps:
-        raise ValueError(
-            f"width.energy.interval_steps: {e_steps!r} must be even and divide "
-            f"energy.t_max / dt = {round(e_t_max / dt)}"
+        raise ConfigError(
+            f"t_fixed: {value!r} is not allowed; allowed: output times (multiples of output_dt "
+            f"up to t_max = {t_out[-1]:g})"
         )
+    return t_out[np.argmin(np.abs(t_fixed[:, None] - t_out[None, :]), axis=1)]
+
+
+def _energy(params: Params, dt: float) -> tuple[float, int, int]:
+    """``energy.t_max`` (a multiple of dt), ``energy.interval_steps`` and ``energy.points``."""
+    energy = mfp.keys(params["energy"], "energy", ENERGY_KEYS)
+    for key in ("N", "seeds", "points"):
+        mfp.number(energy[key], f"energy.{key}", integer=True)
+    t_max = mfp.multiple(mfp.number(energy["t_max"], "energy.t_max"), dt, "energy.t_max", "dt")
+    steps = mfp.number(energy["interval_steps"], "energy.interval_steps", integer=True)
+    if steps % 2 or round(t_max / dt) % steps:
+        raise ConfigError(
+            f"energy.interval_steps: {steps!r} is not allowed; allowed: an even number dividing "
+            f"energy.t_max / dt = {round(t_max / dt)}"
+        )
+    return t_max, steps, int(energy["points"])
+
+
+def settings(params: Params) -> Settings:
+    """Validate the shared settings of a width sweep (ConfigError naming the key)."""
+    measure = mfp.measure(params["measure"])
+    f_values = mfp.target(params["target"])(measure.x)
+    mean, std = mfp.gaussian(params["init"], "init", UNIT.names)
+    dt = float(params["dt"])
+    out_dt = mfp.multiple(float(params["output_dt"]), dt, "output_dt", "dt")
+    t_max = mfp.multiple(float(params["t_max"]), out_dt, "t_max", "output_dt")
+    t_out = out_dt * np.arange(round(t_max / out_dt) + 1)
+    t_late = float(params["t_late"])
+    if not 0.0 <= t_late < t_max:
+        raise ConfigError(
+            f"t_late: {t_late!r} is not allowed; allowed: 0 <= t_late < t_max = {t_max}"
+        )
+    e_t_max, e_steps, e_points = _energy(params, dt)
     return Settings(
         measure=measure,
         f_values=f_values,
@@ -115,54 +148,51 @@ def settings(block: Block) -> Settings:
         init_std=std,
         dt=dt,
         t_out=t_out,
-        t_fixed=t_out[np.argmin(np.abs(t_fixed[:, None] - t_out[None, :]), axis=1)],
+        t_fixed=_fixed_times(params["t_fixed"], t_out),
         t_late=t_late,
-        grid_width=_positive(block, "grid_width"),
-        chunk_particles=_positive(block, "chunk_particles", int),
+        grid_width=float(params["grid_width"]),
+        chunk_particles=int(params["chunk_particles"]),
         energy_t_max=e_t_max,
         energy_interval_steps=e_steps,
-        energy_points=_positive(energy, "points", int),
+        energy_points=e_points,
     )
 
 
-def seeds_for_width(block: Block, n: int) -> int:
+def seeds_for_width(params: Params, n: int) -> int:
     """Seeds of the width-n cell: ``particles_per_cell / n`` clipped to [seeds_min, seeds_max]."""
-    total = _positive(block, "particles_per_cell", int)
-    lo, hi = _positive(block, "seeds_min", int), _positive(block, "seeds_max", int)
+    total = int(params["particles_per_cell"])
+    lo, hi = int(params["seeds_min"]), int(params["seeds_max"])
     if lo > hi:
-        raise ValueError(f"width.seeds_min: {lo} must not exceed seeds_max = {hi}")
+        raise ConfigError(f"seeds_min: {lo} is not allowed; allowed: <= seeds_max = {hi}")
     return int(min(hi, max(lo, -(-total // n))))
 
 
-def cells(block: Block) -> list[dict[str, Any]]:
-    """Two reference grids, one cell per width N, and the Eq. (12) cell."""
-    settings(block)
-    widths = block.get("N")
-    if (
-        not isinstance(widths, Sequence)
-        or not widths
-        or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in widths)
-    ):
-        raise ValueError(f"width.N: {widths!r} must be a list of positive integers")
-    if len(set(widths)) != len(widths):
-        raise ValueError(f"width.N: {widths!r} has repeated values")
-    points = [_positive(block, key, int) for key in ("reference_points", "check_points")]
-    if points[0] <= points[1] or points[1] < 3:
-        raise ValueError(
-            f"width.check_points: {points[1]} must be >= 3 and below reference_points = {points[0]}"
+def derive(params: dict[str, Any]) -> dict[str, Any]:
+    """Check the settings; give a width cell its ``seeds``, a grid cell its ``points``.
+
+    Only ``width`` cells carry N (the other parts drop it, so a product over N and ``part``
+    collapses to one cell per grid and one Eq. 12 cell).
+    """
+    settings(params)
+    ref, check = int(params["reference_points"]), int(params["check_points"])
+    if check >= ref:
+        raise ConfigError(
+            f"check_points: {check} is not allowed; allowed: below reference_points = {ref}"
         )
-    energy = block.get("energy", {})
-    e_n, e_seeds = _positive(energy, "N", int), _positive(energy, "seeds", int)
-    out: list[dict[str, Any]] = [
-        {"name": f"reference_P{p}", "kind": "reference", "points": p} for p in points
-    ]
-    for n in sorted(widths):
-        s = seeds_for_width(block, n)
-        out.append({"name": f"N{n}_seeds{s}", "kind": "width", "N": n, "seeds": s})
-    out.append(
-        {"name": f"energy_N{e_n}_seeds{e_seeds}", "kind": "energy", "N": e_n, "seeds": e_seeds}
-    )
-    return out
+    part = params["part"]
+    if part == "width":
+        mfp.require(params, ("N",), part)
+        params["seeds"] = seeds_for_width(params, int(params["N"]))
+    else:
+        params["N"] = None
+    if part in ("reference", "check"):
+        params["points"] = ref if part == "reference" else check
+    return params
+
+
+def extra_cells(settings_: Params) -> list[dict[str, Any]]:
+    """The companion cells of the summary: the two grids of p0 and the Eq. 12 check."""
+    return [{"part": part, "N": None} for part in PARTS[1:]]
 
 
 def phi_variance_integral(nodes: np.ndarray, weights: np.ndarray, measure: Measure) -> float:
@@ -182,7 +212,11 @@ def reference_dataset(s: Settings, points: int, log: Log) -> xr.Dataset:
     )
     return xr.Dataset(
         {
-            "loss": ("t", traj.loss, attrs("mean-field loss L_inf", "1", "Eq. 11 (grid nodes)")),
+            "loss_inf": (
+                "t",
+                traj.loss,
+                attrs("mean-field loss L_inf", "1", "Eq. 11 (grid nodes)"),
+            ),
             "dissipation": (
                 "t",
                 traj.dissipation,
@@ -203,9 +237,8 @@ def _chunks(seeds_total: int, n: int, chunk_particles: int) -> list[int]:
     return [min(per, seeds_total - k) for k in range(0, seeds_total, per)]
 
 
-def width_dataset(s: Settings, cell: Mapping[str, Any], log: Log) -> xr.Dataset:
-    """``L_N(t)`` per seed for ``cell["seeds"]`` networks of width ``cell["N"]`` (RK4, Eq. 3)."""
-    n, total = int(cell["N"]), int(cell["seeds"])
+def width_dataset(s: Settings, n: int, total: int, log: Log) -> xr.Dataset:
+    """``L_N(t)`` per seed for ``total`` networks of width ``n`` (RK4, Eq. 3)."""
     rng = seeds.generator("mean_field/width/init", {"N": n, "seeds": total})
     losses, dmin, rise = [], np.inf, -np.inf
     for k, size in enumerate(_chunks(total, n, s.chunk_particles)):
@@ -272,14 +305,13 @@ def loss_second_variation(state: particles.State, measure: Measure, f_values: np
     return (measure.weights * dfdt * dfdt).sum(-1) + second
 
 
-def energy_dataset(s: Settings, cell: Mapping[str, Any], log: Log) -> xr.Dataset:
+def energy_dataset(s: Settings, n: int, total: int, log: Log) -> xr.Dataset:
     """Eq. (12): RK4 loss changes vs Simpson-integrated dissipation; the explicit Euler excess.
 
     Systems: ``seeds`` networks of width N (q = 1/N) and an ``energy.points^3`` grid of ``p0``
     (the mean-field loss of Eq. 11, last system).
     Euler: ``e_k = L_{k+1} - L_k + dt D_k`` against its Taylor term ``(dt^2/2) v.Hess L.v``.
     """
-    n, total = int(cell["N"]), int(cell["seeds"])
     rng = seeds.generator("mean_field/width/energy", {"N": n, "seeds": total})
     W = particles.sample_gaussian(rng, (total, n), s.init_mean, s.init_std)
     t = s.dt * np.arange(round(s.energy_t_max / s.dt) + 1)
@@ -355,19 +387,19 @@ def energy_dataset(s: Settings, cell: Mapping[str, Any], log: Log) -> xr.Dataset
     )
 
 
-def run_cell(block: Block, cell: Mapping[str, Any], log: Log) -> xr.Dataset:
-    """Compute one cell (reference grid, width-N networks or the Eq. 12 check)."""
-    s = settings(block)
+def run_cell(params: Params, progress: Log) -> xr.Dataset:
+    """One cell of ``params["part"]``: a grid of p0, width-N networks or the Eq. 12 check."""
+    s = settings(params)
     start = time.process_time()
-    if cell["kind"] == "reference":
-        ds = reference_dataset(s, int(cell["points"]), log)
-    elif cell["kind"] == "width":
-        ds = width_dataset(s, cell, log)
-    elif cell["kind"] == "energy":
-        ds = energy_dataset(s, cell, log)
+    part = params["part"]
+    if part in ("reference", "check"):
+        ds = reference_dataset(s, int(params["points"]), progress)
+    elif part == "width":
+        ds = width_dataset(s, int(params["N"]), int(params["seeds"]), progress)
     else:
-        raise ValueError(f"cell kind: {cell['kind']!r} is not one of reference, width, energy")
-    ds.attrs = {**provenance(cell), "cpu_seconds": time.process_time() - start}
+        energy = params["energy"]
+        ds = energy_dataset(s, int(energy["N"]), int(energy["seeds"]), progress)
+    ds.attrs = {"cpu_seconds": time.process_time() - start}
     return ds
 
 
@@ -383,57 +415,45 @@ def mean_with_se(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return x.mean(0), x.std(0, ddof=1) / np.sqrt(x.shape[0])
 
 
-def summarize(block: Block, results: Sequence[xr.Dataset]) -> xr.Dataset:
-    """Combine the cells into the E1 dataset: curves, RMS gaps, biases, slopes, Eq. 12 checks."""
-    s = settings(block)
-    by_kind: dict[str, list[tuple[dict, xr.Dataset]]] = {"reference": [], "width": [], "energy": []}
-    for cell, ds in zip(cells(block), results, strict=True):
-        by_kind[cell["kind"]].append((cell, ds))
-    (_, ref), (_, check) = by_kind["reference"]
-    l_inf = ref["loss"].values
-    widths = np.array([c["N"] for c, _ in by_kind["width"]])
+def _gaps(s: Settings, l_inf: np.ndarray, cells: Sequence[xr.Dataset]) -> dict[str, list]:
+    """Per width: RMS gaps (sup, late sup, fixed times), biases and mean losses with SEs."""
     late = s.t_out >= s.t_late - 1e-12
     fixed = [int(np.argmin(np.abs(s.t_out - tf))) for tf in s.t_fixed]
     rows: dict[str, list] = {k: [] for k in ("sup", "late", "fixed", "bias", "mean")}
-    for _, ds in by_kind["width"]:
+    for ds in cells:
         gap = ds["loss"].values - l_inf
         rows["sup"].append(rms_with_se(np.abs(gap).max(1)))
         rows["late"].append(rms_with_se(np.abs(gap[:, late]).max(1)))
         rows["fixed"].append(rms_with_se(gap[:, fixed]))
         rows["bias"].append(mean_with_se(gap[:, fixed]))
         rows["mean"].append(mean_with_se(ds["loss"].values))
-    stack = {k: [np.array(x) for x in zip(*v, strict=True)] for k, v in rows.items()}
+    return {k: [np.array(x) for x in zip(*v, strict=True)] for k, v in rows.items()}
+
+
+def _width_vars(
+    s: Settings, ref: xr.Dataset, check: xr.Dataset, widths: np.ndarray, seeds_: np.ndarray,
+    cells: Sequence[xr.Dataset],
+) -> dict[str, tuple]:  # fmt: skip
+    """L_inf, the RMS gaps and biases per N, their log-log slopes, the t = 0 bias test."""
+    l_inf = ref["loss_inf"].values
+    stack = _gaps(s, l_inf, cells)
     slope = stats.power_law_fit(widths, *stack["late"])
     slope_sup = stats.power_law_fit(widths, *stack["sup"])
     var_phi = float(ref["var_phi"])
     bias0, bias0_se = stack["bias"][0][0, 0], stack["bias"][1][0, 0]
     exact0 = var_phi / (2 * widths[0])
-    energy = by_kind["energy"][0][1]
-    sim, rmse = "simulation", "RMS over seeds of |L_N - L_inf|"
-    dims_f = ("N", "t_fixed")
-    data = {
+    sim, rmse, dims_f = "simulation", "RMS over seeds of |L_N - L_inf|", ("N", "t_fixed")
+    grid_difference = float(np.max(np.abs(check["loss_inf"].values - l_inf)))
+    return {
         "loss_inf": ("t", l_inf, attrs("mean-field loss L_inf", "1", "Eq. 11 (grid nodes)")),
-        "loss_inf_check": (
-            "t",
-            check["loss"].values,
-            attrs("L_inf on the coarser check grid", "1", "Eq. 11"),
-        ),
-        "grid_difference": (
-            (),
-            float(np.max(np.abs(check["loss"].values - l_inf))),
-            attrs(
-                "max_t |L_inf(check grid) - L_inf(reference grid)|",
-                "1",
-                "Eq. 11 (quadrature error)",
-            ),
-        ),
+        "loss_inf_check": ("t", check["loss_inf"].values,
+                           attrs("L_inf on the coarser check grid", "1", "Eq. 11")),
+        "grid_difference": ((), grid_difference,
+                            attrs("max_t |L_inf(check grid) - L_inf(reference grid)|", "1",
+                                  "Eq. 11 (quadrature error)")),
         "loss_mean": (("N", "t"), stack["mean"][0], attrs("E L_N (mean over seeds)", "1", sim)),
         "loss_mean_se": (("N", "t"), stack["mean"][1], attrs("SE of E L_N", "1", sim)),
-        "seeds": (
-            "N",
-            np.array([c["seeds"] for c, _ in by_kind["width"]]),
-            attrs("independent networks per width", "1", sim),
-        ),
+        "seeds": ("N", seeds_, attrs("independent networks per width", "1", sim)),
         "rms_sup": ("N", stack["sup"][0], attrs(f"{rmse}, sup over t", "1", sim)),
         "rms_sup_se": ("N", stack["sup"][1], attrs("SE of rms_sup", "1", sim)),
         "rms_late": ("N", stack["late"][0], attrs(f"{rmse}, sup over t >= t_late", "1", sim)),
@@ -442,11 +462,8 @@ def summarize(block: Block, results: Sequence[xr.Dataset]) -> xr.Dataset:
         "rms_fixed_se": (dims_f, stack["fixed"][1], attrs("SE of rms_fixed", "1", sim)),
         "bias": (dims_f, stack["bias"][0], attrs("E L_N - L_inf at fixed t", "1", sim)),
         "bias_se": (dims_f, stack["bias"][1], attrs("SE of bias", "1", sim)),
-        "bias_exact_t0": (
-            "N",
-            var_phi / (2 * widths),
-            attrs("(1/2N) int Var_p0[phi] dmu", "1", "Eqs. 2, 6 at t = 0"),
-        ),
+        "bias_exact_t0": ("N", var_phi / (2 * widths),
+                          attrs("(1/2N) int Var_p0[phi] dmu", "1", "Eqs. 2, 6 at t = 0")),
         "var_phi": ((), var_phi, attrs("int Var_p0[phi(w, x)] dmu(x)", "1", "Eq. 6")),
         "slope_late": ((), slope[0], attrs("log-log slope of rms_late vs N", "1", "fit")),
         "slope_late_se": ((), slope[1], attrs("SE of slope_late", "1", "fit")),
@@ -456,37 +473,28 @@ def summarize(block: Block, results: Sequence[xr.Dataset]) -> xr.Dataset:
         "slope_sup_se": ((), slope_sup[1], attrs("SE of slope_sup", "1", "fit")),
         "bias0_smallest_N": ((), bias0, attrs("t = 0 bias at the smallest N", "1", sim)),
         "bias0_smallest_N_se": ((), bias0_se, attrs("SE of bias0_smallest_N", "1", sim)),
-        "bias0_z": (
-            (),
-            (bias0 - exact0) / bias0_se,
-            attrs("(bias0 - exact) / SE at the smallest N", "1", "Eqs. 2, 6"),
-        ),
+        "bias0_z": ((), (bias0 - exact0) / bias0_se,
+                    attrs("(bias0 - exact) / SE at the smallest N", "1", "Eqs. 2, 6")),
+    }  # fmt: skip
+
+
+def _energy_vars(energy: xr.Dataset, cells: Sequence[xr.Dataset]) -> dict[str, Any]:
+    """Eq. 12 (RK4 relative error, Euler excess band) and Eq. 13 over every trajectory."""
+    dmin = min(
+        float(energy["energy_dissipation_min"]), *(float(d["dissipation_min"]) for d in cells)
+    )
+    rise = max(float(energy["energy_loss_rise_max"]), *(float(d["loss_rise_max"]) for d in cells))
+    data: dict[str, Any] = {
         "eq12_rel_error": energy["eq12_rel_error"],
-        "eq12_rel_error_max": (
-            (),
-            float(energy["eq12_rel_error"].max()),
-            attrs("max relative error of Eq. 12 (RK4, Simpson)", "1", "Eq. 12"),
-        ),
+        "eq12_rel_error_max": ((), float(energy["eq12_rel_error"].max()),
+                               attrs("max relative error of Eq. 12 (RK4, Simpson)", "1", "Eq. 12")),
         "euler_excess": energy["euler_excess"],
         "euler_taylor": energy["euler_taylor"],
         "euler_decrease": energy["euler_decrease"],
-        "dissipation_min": (
-            (),
-            min(
-                float(energy["energy_dissipation_min"]),
-                *(float(d["dissipation_min"]) for _, d in by_kind["width"]),
-            ),
-            attrs("min dissipation over all trajectories", "1", "Eq. 12"),
-        ),
-        "loss_rise_max": (
-            (),
-            max(
-                float(energy["energy_loss_rise_max"]),
-                *(float(d["loss_rise_max"]) for _, d in by_kind["width"]),
-            ),
-            attrs("max relative loss increase between outputs (all RK4 runs)", "1", "Eq. 13"),
-        ),
-    }
+        "dissipation_min": ((), dmin, attrs("min dissipation over all trajectories", "1", "Eq. 12")),
+        "loss_rise_max": ((), rise, attrs("max relative loss increase between outputs (all RK4 "
+                                          "runs)", "1", "Eq. 13")),
+    }  # fmt: skip
     bands = {
         "euler_excess_rel": (energy["euler_excess"] / energy["euler_decrease"], "e_k / (dt D_k)"),
         "euler_excess_taylor": (
@@ -495,16 +503,32 @@ def summarize(block: Block, results: Sequence[xr.Dataset]) -> xr.Dataset:
         ),
     }
     for name, (ratio, text) in bands.items():
-        data[f"{name}_min"] = (
-            (),
-            float(ratio.min()),
-            attrs(f"min over steps of {text}", "1", "Eq. 12 (explicit Euler)"),
-        )
-        data[f"{name}_max"] = (
-            (),
-            float(ratio.max()),
-            attrs(f"max over steps of {text}", "1", "Eq. 12 (explicit Euler)"),
-        )
+        for end, value in (("min", float(ratio.min())), ("max", float(ratio.max()))):
+            data[f"{name}_{end}"] = (
+                (),
+                value,
+                attrs(f"{end} over steps of {text}", "1", "Eq. 12 (explicit Euler)"),
+            )
+    return data
+
+
+def summarize(
+    datasets: Sequence[xr.Dataset], params: Sequence[Params], settings_: Params
+) -> xr.Dataset:
+    """Combine the cells into the E1 summary: curves, RMS gaps, biases, slopes, Eq. 12 checks."""
+    s = settings(settings_)
+    groups = mfp.by_part(datasets, params, key="N")
+    mfp.need_cells(groups, "width", 2, "a fit in N")
+    for part in PARTS[1:]:
+        mfp.need_cells(groups, part, 1, "added by the experiment")
+    cells = [ds for _, ds in groups["width"]]
+    widths = np.array([p["N"] for p, _ in groups["width"]])
+    seeds_ = np.array([p["seeds"] for p, _ in groups["width"]])
+    ref, check, energy = (groups[part][0][1] for part in PARTS[1:])
+    data = {
+        **_width_vars(s, ref, check, widths, seeds_, cells),
+        **_energy_vars(energy, cells),
+    }
     coords = {
         "N": ("N", widths, attrs("network width", "1", "Eq. 1")),
         "t": ("t", s.t_out, attrs("time", "1", "Eq. 3 with alpha = N")),
@@ -512,12 +536,68 @@ def summarize(block: Block, results: Sequence[xr.Dataset]) -> xr.Dataset:
         "t_late": ((), s.t_late, attrs("start of the late-time sup", "1", "Eq. 3")),
         "dt": ((), s.dt, attrs("time step", "1", "RK4 / Euler")),
     }
-    cpu = sum(float(ds.attrs.get("cpu_seconds", 0.0)) for ds in results)
+    cpu = sum(float(ds.attrs.get("cpu_seconds", 0.0)) for ds in datasets)
     return xr.Dataset(
         data, coords=coords, attrs={"experiment": "mean_field/width", "cpu_seconds_total": cpu}
     )
 
 
-def plot(summary: xr.Dataset, name: str) -> plt.Figure:
-    """Figure ``name`` (one of FIGURES) of the summary dataset."""
-    return mean_field_width.plot(summary, name)
+def agreement(ds: xr.Dataset, label: str) -> list[Agreement]:
+    """The E1 rows: N-exponent of the gap, E L_N vs L_inf, Eq. 12, the exact t = 0 bias."""
+    largest = ds["N"].max()
+    late = f"sup_{{t>={float(ds['t_late']):g}}}"
+    return [
+        mfp.exponent(label, f"exponent of RMS {late} |L_N - L_inf| in N vs -1/2", "Eq. 6", ds,
+                     "slope_late", -0.5),
+        mfp.row(label, "mean loss E L_N(t) at the largest N vs L_inf(t)", "Eqs. 2, 6, 11",
+                ds["loss_mean"].sel(N=largest), ds["loss_inf"], ds["loss_mean_se"].sel(N=largest)),
+        mfp.row(label, "Delta L / (-int D dt) vs 1 over RK4 intervals", "Eq. 12",
+                1 + ds["eq12_rel_error"], 1.0),
+        mfp.row(label, "mean t = 0 bias E L_N - L_inf vs (1/2N) int Var_p0[phi] dmu", "Eqs. 2, 6",
+                ds["bias"].isel(t_fixed=0), ds["bias_exact_t0"], ds["bias_se"].isel(t_fixed=0)),
+    ]  # fmt: skip
+
+
+FIGURES = {
+    "gap_vs_N": Figure(
+        plots.gap_vs_N,
+        "E1 (paper 002, Eqs. 1-3, 6, 11): RMS over seeds of :math:`|L_N(t)-L_\\infty(t)|` "
+        "(sup over t, sup over :math:`t\\geq t_{late}`, fixed times) against the width N, with "
+        "the fitted power law and :math:`N^{-1/2}`; error bars +-1 s.e.",
+        source="summary",
+    ),
+    "bias_vs_N": Figure(
+        plots.bias_vs_N,
+        "E1 (paper 002, Eqs. 2, 6): the bias :math:`|E L_N(t)-L_\\infty(t)|` at fixed times "
+        "against N, with the exact t = 0 value :math:`(1/2N)\\int Var_{p_0}[\\phi]\\,d\\mu`.",
+        source="summary",
+    ),
+    "loss_curves": Figure(
+        plots.loss_curves,
+        "E1 (paper 002, Eqs. 2, 11): mean loss :math:`E L_N(t)` of width-N networks (markers, "
+        "+-1 s.e.) against the mean-field loss :math:`L_\\infty(t)` (line).",
+        source="summary",
+    ),
+    "eq12_check": Figure(
+        plots.eq12_check,
+        "E1 (paper 002, Eq. 12): the energy identity with RK4 and Simpson per interval, the "
+        "explicit Euler excess against its Taylor term, and the relative Euler excess per step.",
+        source="summary",
+    ),
+}
+
+EXPERIMENT = Experiment(
+    name="mf_width",
+    family="mean_field",
+    title="E1: finite-width networks against the infinite-width limit",
+    source="paper 002 Eqs. 1-3, 6, 11-13",
+    params=PARAMS,
+    run_cell=run_cell,
+    derive=derive,
+    extra_cells=extra_cells,
+    summarize=summarize,
+    agreement=agreement,
+    figures=FIGURES,
+    default_figures=tuple(FIGURES),
+    resources=mfp.resources,
+)

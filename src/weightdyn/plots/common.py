@@ -72,3 +72,27 @@ def save(fig: plt.Figure, paths: Sequence[str], dpi: int = 200) -> None:
         for path in paths:
             fig.savefig(path, dpi=dpi)
     plt.close(fig)
+
+
+def require_one_value(
+    ds: xr.Dataset, free: Sequence[str], figure: str, axes: Sequence[str]
+) -> None:
+    """Refuse a merged sweep (cells along ``cell``) in which an axis of ``axes`` outside ``free``
+    takes several values: the figure draws one curve family, the error names the axis."""
+    varying = [
+        k for k in axes if k not in free and k in ds.coords and np.unique(ds[k].values).size > 1
+    ]
+    if varying:
+        values = {k: sorted(np.unique(ds[k].values).tolist()) for k in varying}
+        raise ValueError(
+            f"{figure}: the cells vary {values}; this figure draws one curve family, so only "
+            f"{list(free)} may take several values (select one value of each with a view's "
+            "'select', or put the other values in another sweep)"
+        )
+
+
+def require_variables(ds: xr.Dataset, names: Sequence[str], figure: str, hint: str = "") -> None:
+    """Refuse a dataset that lacks one of the variables ``names`` (``hint`` says why)."""
+    missing = [n for n in names if n not in ds.variables]
+    if missing:
+        raise ValueError(f"{figure}: the cells have no values of {missing}{hint}")

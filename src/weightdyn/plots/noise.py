@@ -1,10 +1,11 @@
 """Paper 000 Figs. 1-2: projector statistics, the matrix K and the mini-batch noise spectrum.
 
-Every function takes an xarray Dataset built by merging (``weightdyn.io.merge_cells``) the
-per-cell builders of
-:mod:`weightdyn.single_layer.noise` and returns a matplotlib Figure. Length-1 dimensions
-(e.g. a single ``N``) are squeezed; any other dimension than the ones a function documents
-must be selected beforehand (a ``ValueError`` names it).
+Every function takes the merged dataset of a sweep (or view) of one experiment of
+:mod:`weightdyn.single_layer.noise_experiments`: cells along ``cell`` with one coordinate per
+axis (``N``, ``P``, ``sampling``, ...), per-cell dimensions (``realisation``, ``rank``, ``mode``)
+NaN-padded. :func:`fig2c` takes the summary of a ``hessian_basis`` sweep (groups of data
+realisations along ``group``). Cells flagged ``interpolating`` (P <= N, all NaN) are skipped.
+An axis a figure needs at one value but that varies raises a ``ValueError`` naming it.
 """
 
 from __future__ import annotations
@@ -25,15 +26,31 @@ PAPER_EXPONENTS = (-1.8, -1.0)
 SIM = {"marker": "o", "ms": 3.5, "capsize": 2, "lw": 0, "elinewidth": 1}
 
 
-def _only(ds: xr.Dataset, dims: Sequence[str], figure: str) -> xr.Dataset:
-    """Squeeze length-1 dims; refuse other dims than ``dims`` (and ``realisation``)."""
-    extra = [d for d in ds.dims if d not in dims and d != "realisation" and ds.sizes[d] > 1]
-    if extra:
+def _cells(ds: xr.Dataset, mask: np.ndarray, dim: str = "cell") -> xr.Dataset:
+    """The cells of ``ds`` where the boolean ``mask`` (one entry per cell) holds."""
+    return ds.isel({dim: np.flatnonzero(np.asarray(mask))})
+
+
+def _sorted_by(ds: xr.Dataset, key: str, dim: str = "cell") -> xr.Dataset:
+    return ds.isel({dim: np.argsort(ds[key].values, kind="stable")})
+
+
+def _single(ds: xr.Dataset, keys: Sequence[str], figure: str) -> None:
+    """Refuse ``ds`` if a coordinate in ``keys`` takes several values."""
+    varying = [k for k in keys if k in ds.coords and np.unique(ds[k].values).size > 1]
+    if varying:
         raise ValueError(
-            f"{figure} expects dims {list(dims)}; select a single value of {extra} first"
+            f"{figure} draws one curve family; select a single value of {varying} first "
+            "(e.g. a view's select)"
         )
-    squeeze = [d for d in ds.dims if d not in dims and d != "realisation"]
-    return ds.squeeze(squeeze, drop=False) if squeeze else ds
+
+
+def _value(ds: xr.Dataset, key: str) -> object:
+    """The one value of coordinate ``key`` (None if absent or not unique)."""
+    if key not in ds.coords:
+        return None
+    values = np.unique(ds[key].values)
+    return values[0].item() if values.size == 1 else None
 
 
 def _colors(n: int) -> np.ndarray:
@@ -47,38 +64,35 @@ def _log_axes(ax: plt.Axes, x: bool = True, y: bool = True) -> None:
         ax.set_yscale("log")
 
 
+def _style_legend(ax: plt.Axes, styles: list[plt.Line2D], **kwargs: object) -> None:
+    handles, labels = ax.get_legend_handles_labels()
+    ax.legend(handles + styles, labels + [s.get_label() for s in styles], frameon=False, **kwargs)
+
+
 @styled
 def fig1a(ds: xr.Dataset) -> plt.Figure:
     """Fig. 1a: off-diagonal variance of the projector ``X^+X`` vs ``P`` for several ``N``.
 
-    Expects dims ``(N, P)`` (merged :func:`~weightdyn.single_layer.noise.projector_dataset`
-    cells; NaN where a cell is missing) with variables ``var_offdiag_mean``,
-    ``var_offdiag_se`` and ``var_offdiag_haar``. Left: measured means (+-1 s.e.) and the exact
-    Haar value (lines) on log axes, with the paper's claim ``~ P^-1.8 N^-1`` as dotted guides
-    (anchored to the middle ``N`` at its largest ``P``) and the fitted ``c P^a N^b`` in the
-    title. Right: scaled coordinates ``var P^2 / N`` vs ``P / N``, where the Haar value
-    collapses onto ``(1 - N/P) P^2 / ((P - 1)(P + 2)) ~ 1 - N/P``.
+    Cells of a ``projector`` sweep (``var_offdiag_mean``, ``var_offdiag_se``,
+    ``var_offdiag_haar``). Left: measured means (+-1 s.e.) and the exact Haar value (lines) on
+    log axes, with the paper's claim ``~ P^-1.8 N^-1`` as dotted guides (anchored to the middle
+    ``N`` at its largest ``P``) and the fitted ``c P^a N^b`` in the title. Right: scaled
+    coordinates ``var P^2 / N`` vs ``P / N``, where the Haar value collapses onto
+    ``(1 - N/P) P^2 / ((P - 1)(P + 2)) ~ 1 - N/P``.
     """
-    ds = _only(ds, ("N", "P"), "fig1a")
-    mean = ds["var_offdiag_mean"]
-    Ns, Ps = ds["N"].values, ds["P"].values
-    NN, PP = np.meshgrid(Ns, Ps, indexing="ij")
-    m = mean.transpose("N", "P").values
-    fit = power_law_fit(PP, NN, m)
+    ds = _sorted_by(_cells(ds, np.isfinite(ds["var_offdiag_mean"].values)), "P")
+    Ns = np.unique(ds["N"].values)
+    fit = power_law_fit(ds["P"].values, ds["N"].values, ds["var_offdiag_mean"].values)
     fig, (left, right) = plt.subplots(1, 2, figsize=(7.4, 3.4), layout="constrained")
-    colors = _colors(Ns.size)
-    mid = Ns[Ns.size // 2]
-    row = mean.sel(N=mid)
-    p_anchor = float(row["P"].where(np.isfinite(row), drop=True).max())
-    anchor = float(row.sel(P=p_anchor)) / (
-        p_anchor ** PAPER_EXPONENTS[0] * mid ** PAPER_EXPONENTS[1]
+    mid = _cells(ds, ds["N"].values == Ns[Ns.size // 2]).isel(cell=-1)
+    anchor = float(mid["var_offdiag_mean"]) / (
+        float(mid["P"]) ** PAPER_EXPONENTS[0] * float(mid["N"]) ** PAPER_EXPONENTS[1]
     )
-    for N, color in zip(Ns, colors, strict=True):
-        cell = ds.sel(N=N)
-        ok = np.isfinite(cell["var_offdiag_mean"].values)
-        P = cell["P"].values[ok]
+    for N, color in zip(Ns, _colors(Ns.size), strict=True):
+        cell = _cells(ds, ds["N"].values == N)
+        P = cell["P"].values.astype(float)
         y, e, h = (
-            cell[k].values[ok] for k in ("var_offdiag_mean", "var_offdiag_se", "var_offdiag_haar")
+            cell[k].values for k in ("var_offdiag_mean", "var_offdiag_se", "var_offdiag_haar")
         )
         left.errorbar(P, y, yerr=e, color=color, label=f"$N = {N:g}$", **SIM)
         left.plot(P, h, "-", color=color, lw=1)
@@ -100,14 +114,7 @@ def fig1a(ds: xr.Dataset) -> plt.Figure:
         plt.Line2D([], [], color="0.3", lw=1, label="exact (Haar): $N(P-N)/(P(P-1)(P+2))$"),
         plt.Line2D([], [], color="0.3", ls=":", lw=1.2, label="paper: $\\propto P^{-1.8}N^{-1}$"),
     ]
-    handles, labels = left.get_legend_handles_labels()
-    left.legend(
-        handles + styles,
-        labels + [s.get_label() for s in styles],
-        frameon=False,
-        loc="lower left",
-        fontsize=7,
-    )
+    _style_legend(left, styles, loc="lower left", fontsize=7)
     right.set_xscale("log")
     right.xaxis.set_minor_formatter(NullFormatter())
     right.axhline(1.0, color="k", lw=0.6, ls="--", zorder=0)
@@ -122,56 +129,32 @@ def fig1a(ds: xr.Dataset) -> plt.Figure:
 def fig1b(ds: xr.Dataset) -> plt.Figure:
     """Fig. 1b: diagonal of ``K`` (Eq. 18), sorted, for several ``P`` at fixed ``N``.
 
-    Expects dims ``(P, rank)`` (merged :func:`~weightdyn.single_layer.noise.k_diagonal_dataset`
-    cells at one ``N``; NaN beyond each ``P``) with variables ``PK_sorted`` (``P K^mu_mu``) and
-    ``eps2_sorted`` (sorted ``eps^2``, drawn in black). Log-log against rank ``mu`` (1-based).
+    Cells of a ``k_diagonal`` sweep at one ``N``, ``sigma_eps2`` and ``data_seed``
+    (``PK_sorted`` = ``P K^mu_mu``, ``eps2_sorted`` = sorted ``eps^2``, drawn in black; NaN
+    beyond each cell's ``P``). Log-log against rank ``mu`` (1-based).
     """
-    ds = _only(ds, ("P", "rank"), "fig1b")
-    Ps = ds["P"].values
+    _single(ds, ("N", "sigma_eps2", "data_seed"), "fig1b")
+    ds = _sorted_by(_cells(ds, np.isfinite(ds["PK_sorted"].values).any(axis=1)), "P")
     fig, ax = plt.subplots(figsize=(4.4, 3.6), layout="constrained")
-    for i, (P, color) in enumerate(zip(Ps, _colors(Ps.size), strict=True)):
-        cell = ds.sel(P=P)
+    noise_label = r"$(\epsilon^\mu)^2$, $\epsilon \sim \mathcal{N}(0, \sigma_\epsilon^2)$"
+    for i, color in enumerate(_colors(ds.sizes["cell"])):
+        cell = ds.isel(cell=i)
         ok = np.isfinite(cell["PK_sorted"].values)
         rank = cell["rank"].values[ok] + 1
-        ax.plot(
-            rank,
-            cell["eps2_sorted"].values[ok],
-            "-",
-            color="k",
-            lw=0.7,
-            label=r"$(\epsilon^\mu)^2$, $\epsilon \sim \mathcal{N}(0, \sigma_\epsilon^2)$"
-            if i == 0
-            else None,
-        )
-        ax.plot(
-            rank,
-            cell["PK_sorted"].values[ok],
-            "-",
-            color=color,
-            lw=1.6,
-            alpha=0.85,
-            label=f"$P = {P:g}$",
-        )
+        eps2, pk = cell["eps2_sorted"].values[ok], cell["PK_sorted"].values[ok]
+        ax.plot(rank, eps2, "-", color="k", lw=0.7, label=noise_label if i == 0 else None)
+        ax.plot(rank, pk, "-", color=color, lw=1.6, alpha=0.85, label=f"$P = {cell['P']:g}$")
     _log_axes(ax)
     ax.set_xlabel(r"rank $\mu$ (sorted by magnitude)")
     ax.set_ylabel(r"$P\,K^{\mu\mu}$")
     title = "Eq. 18"
-    if "N" in ds.coords and ds["N"].size == 1:
-        title += f", $N = {float(ds['N']):g}$"
-    if "sigma_eps2" in ds:
-        s2 = np.unique(ds["sigma_eps2"].values[np.isfinite(ds["sigma_eps2"].values)])
-        if s2.size == 1:
-            title += f", $\\sigma_\\epsilon^2 = {s2[0]:g}$"
+    if _value(ds, "N") is not None:
+        title += f", $N = {_value(ds, 'N'):g}$"
+    if _value(ds, "sigma_eps2") is not None:
+        title += f", $\\sigma_\\epsilon^2 = {_value(ds, 'sigma_eps2'):g}$"
     ax.set_title(title, fontsize=9)
     ax.legend(frameon=False, loc="lower left")
     return fig
-
-
-def _spectrum_cells(ds: xr.Dataset, figure: str) -> xr.Dataset:
-    ds = _only(ds, ("P", "mode"), figure)
-    if "P" not in ds.dims:
-        ds = ds.expand_dims("P")
-    return ds
 
 
 def _valid(values: np.ndarray) -> np.ndarray:
@@ -181,34 +164,29 @@ def _valid(values: np.ndarray) -> np.ndarray:
 def _title(ds: xr.Dataset) -> str:
     parts = []
     for key, sym in (("N", "N"), ("batch_size", "S"), ("sampling", "")):
-        if key in ds.coords and ds[key].size == 1:
-            value = ds[key].values.item()
+        value = _value(ds, key)
+        if value is not None:
             parts.append(f"{value} replacement" if key == "sampling" else f"${sym} = {value:g}$")
     return ", ".join(parts)
 
 
-@styled
-def fig2a(ds: xr.Dataset) -> plt.Figure:
-    """Fig. 2a: sorted eigenvalues of the mini-batch noise covariance, empirical vs Eq. 17.
+def _spectrum_cells(ds: xr.Dataset, figure: str) -> xr.Dataset:
+    """Regular (non-interpolating) cells of one N, S and data set, sorted by P."""
+    _single(ds, ("N", "batch_size", "sigma_eps2", "data_seed"), figure)
+    return _sorted_by(_cells(ds, ds["interpolating"].values == 0), "P")
 
-    Expects dims ``(P, mode)`` (merged
-    :func:`~weightdyn.single_layer.noise.noise_spectrum_dataset` cells at one ``N``, one
-    ``sampling``) with ``eig_C_empirical``, ``eig_C_empirical_se``, ``eig_C_theory`` and
-    ``C_norm`` (on ``P``). Eigenvalues are divided by ``C_norm = sigma_x^2 sigma_eps^2 / S``;
-    the band is +-2 s.e.; log y axis.
-    """
-    ds = _spectrum_cells(ds, "fig2a")
-    Ps = ds["P"].values
-    fig, ax = plt.subplots(figsize=(4.4, 3.8), layout="constrained")
-    for P, color in zip(Ps, _colors(Ps.size), strict=True):
-        cell = ds.sel(P=P)
+
+def _fig2a_panel(ax: plt.Axes, ds: xr.Dataset) -> None:
+    """Empirical spectra (band +-2 s.e.) and Eq. 17 of one sampling mode, one curve per P."""
+    for i, color in enumerate(_colors(ds.sizes["cell"])):
+        cell = ds.isel(cell=i)
         norm = float(cell["C_norm"])
         emp, se, th = (
             cell[k].values / norm for k in ("eig_C_empirical", "eig_C_empirical_se", "eig_C_theory")
         )
         ok = _valid(th) & np.isfinite(emp)
         mode = cell["mode"].values[ok]
-        ratio = P / float(cell["N"]) if "N" in cell.coords else np.nan
+        ratio = float(cell["P"]) / float(cell["N"])
         ax.fill_between(
             mode, emp[ok] - 2 * se[ok], emp[ok] + 2 * se[ok], color=color, alpha=0.3, lw=0
         )
@@ -216,49 +194,103 @@ def fig2a(ds: xr.Dataset) -> plt.Figure:
         ax.plot(mode, th[ok], "--", color="k", lw=0.8)
     ax.set_yscale("log")
     ax.set_xlabel("mode index $i$ (sorted)")
-    ax.set_ylabel(r"eigenvalue of $C$ / $(\sigma_x^2\sigma_\epsilon^2/S)$")
-    handles, labels = ax.get_legend_handles_labels()
     styles = [
         plt.Line2D([], [], color="0.3", lw=1.5, label="mini-batches at $w^*$ (band: $\\pm$2 s.e.)"),
         plt.Line2D([], [], color="k", ls="--", lw=0.8, label="Eq. 17"),
     ]
-    ax.legend(
-        handles + styles, labels + [s.get_label() for s in styles], frameon=False, loc="lower left"
-    )
+    _style_legend(ax, styles, loc="lower left")
     ax.set_title(_title(ds), fontsize=9)
-    return fig
 
 
 @styled
-def fig2b(ds: xr.Dataset, main_P: Sequence[int] | None = None) -> plt.Figure:
+def fig2a(ds: xr.Dataset) -> plt.Figure:
+    """Fig. 2a: sorted eigenvalues of the mini-batch noise covariance, empirical vs Eq. 17.
+
+    Simulated cells (``n_batches > 0``) of a ``noise_spectrum`` sweep at one ``N``, ``S``,
+    ``sigma_eps2`` and data set; one panel per ``sampling`` present (a view selects one, as in
+    the paper). Eigenvalues are divided by ``C_norm = sigma_x^2 sigma_eps^2 / S``; the band is
+    +-2 s.e.; log y axis.
+    """
+    ds = _spectrum_cells(ds, "fig2a")
+    ds = _cells(ds, ds["n_batches"].values > 0)
+    if ds.sizes["cell"] == 0:
+        raise ValueError("fig2a needs simulated cells (n_batches > 0)")
+    samplings = sorted(np.unique(ds["sampling"].values))
+    fig, axes = plt.subplots(
+        1, len(samplings), figsize=(4.4 * len(samplings), 3.8), layout="constrained",
+        squeeze=False, sharey=True,
+    )  # fmt: skip
+    for ax, sampling in zip(axes[0], samplings, strict=True):
+        _fig2a_panel(ax, _cells(ds, ds["sampling"].values == sampling))
+    axes[0, 0].set_ylabel(r"eigenvalue of $C$ / $(\sigma_x^2\sigma_\epsilon^2/S)$")
+    return fig
+
+
+def _one_per_P(ds: xr.Dataset) -> xr.Dataset:
+    """One cell per ``P`` (the one with most mini-batches: simulated cells win), sorted by P."""
+    order = np.lexsort((-ds["n_batches"].values, ds["P"].values))
+    ds = ds.isel(cell=order)
+    _, first = np.unique(ds["P"].values, return_index=True)
+    return ds.isel(cell=first)
+
+
+def _main_P(ds: xr.Dataset, main_P: Sequence[int] | None) -> list[int]:
+    """The P of the main panel: ``main_P``, else the simulated cells', else at most three."""
+    if main_P is not None:
+        return sorted(int(p) for p in main_P)
+    simulated = ds["P"].values[ds["n_batches"].values > 0]
+    if simulated.size:
+        return sorted(int(p) for p in simulated)
+    Ps = ds["P"].values
+    if Ps.size <= 4:
+        return sorted(int(p) for p in Ps)
+    geo = np.sqrt(Ps[0] * Ps[-1])
+    return sorted({int(Ps[0]), int(Ps[np.argmin(np.abs(np.log(Ps / geo)))]), int(Ps[-1])})
+
+
+def _fig2b_inset(ax: plt.Axes, ds: xr.Dataset) -> None:
+    """Largest and smallest eigenvalue of Eq. 17 (solid) and Eq. 20 (dashed) vs P/N."""
+    inset = ax.inset_axes([0.17, 0.14, 0.4, 0.3])
+    norm = ds["C_norm"].values[:, None]
+    x = ds["P"].values / ds["N"].values
+    for key, ls in (("eig_C_theory", "-"), ("eig_C_hessian", "--")):
+        eig = ds[key].transpose("cell", "mode").values / norm
+        eig = np.where(_valid(eig), eig, np.nan)
+        inset.plot(x, np.nanmax(eig, axis=1), ls, color="C3", lw=1)
+        inset.plot(x, np.nanmin(eig, axis=1), ls, color="C0", lw=1)
+    _log_axes(inset)
+    inset.xaxis.set_minor_formatter(NullFormatter())
+    inset.set_xlabel("$P/N$", fontsize=7, labelpad=1)
+    inset.tick_params(labelsize=6)
+    for text, y, color in (("max", 0.30, "C3"), ("min", 0.08, "C0")):
+        inset.text(0.97, y, text, color=color, fontsize=7, ha="right", va="bottom",
+                   transform=inset.transAxes)  # fmt: skip
+
+
+@styled
+def fig2b(ds: xr.Dataset, sampling: str = "with", main_P: Sequence[int] | None = None) -> plt.Figure:
     """Fig. 2b: eigenvalues of Eq. 17 (solid) vs Eq. 20 (dashed); inset: extremes vs ``P/N``.
 
-    Expects dims ``(P, mode)`` (merged
-    :func:`~weightdyn.single_layer.noise.noise_spectrum_dataset` cells at one ``N``, possibly
-    theory-only with ``n_batches = 0``) with ``eig_C_theory``, ``eig_C_hessian`` and
-    ``C_norm``. The main panel shows the cells ``main_P`` (default: every ``P`` if there are
-    at most four, else the smallest, the largest and the one nearest their geometric mean);
-    the inset shows the largest and smallest eigenvalue of both for every ``P`` in ``ds``.
-    Eigenvalues divided by ``C_norm``; log axes.
+    Cells (simulated or theory-only, ``n_batches = 0``) of ``noise_spectrum`` sweeps at one
+    ``N``, ``S``, ``sigma_eps2`` and data set, of one ``sampling`` (default ``with``; the only
+    one present otherwise). The main panel shows the cells ``main_P`` (default: the simulated
+    cells', else every ``P`` if there are at most four, else the smallest, the largest and the
+    one nearest their geometric mean); the inset shows the largest and smallest eigenvalue of
+    both for every ``P``. Eigenvalues divided by ``C_norm``; log axes.
     """
-    ds = _spectrum_cells(ds, "fig2b")
-    Ps = np.sort(ds["P"].values)
-    if main_P is None:
-        if Ps.size <= 4:
-            main_P = list(Ps)
-        else:
-            geo = np.sqrt(Ps[0] * Ps[-1])
-            main_P = sorted({Ps[0], Ps[np.argmin(np.abs(np.log(Ps / geo)))], Ps[-1]})
-    N = float(ds["N"]) if "N" in ds.coords and ds["N"].size == 1 else np.nan
+    present = sorted(np.unique(ds["sampling"].values))
+    ds = _cells(ds, ds["sampling"].values == (sampling if sampling in present else present[0]))
+    ds = _one_per_P(_spectrum_cells(ds, "fig2b"))
     fig, ax = plt.subplots(figsize=(4.6, 4.4), layout="constrained")
-    main_P = sorted(main_P)
-    for P, color in zip(main_P, _colors(len(main_P)), strict=True):
-        cell = ds.sel(P=P)
+    main = _main_P(ds, main_P)
+    for P, color in zip(main, _colors(len(main)), strict=True):
+        cell = _cells(ds, ds["P"].values == P).isel(cell=0)
         norm = float(cell["C_norm"])
         th, hs = cell["eig_C_theory"].values / norm, cell["eig_C_hessian"].values / norm
         ok = _valid(th) & _valid(hs)
         mode = cell["mode"].values[ok]
-        ax.plot(mode, th[ok], "-", color=color, lw=1.5, label=f"$P/N = {P / N:.3g}$")
+        ratio = P / float(cell["N"])
+        ax.plot(mode, th[ok], "-", color=color, lw=1.5, label=f"$P/N = {ratio:.3g}$")
         ax.plot(mode, hs[ok], "--", color=color, lw=1.2)
     ax.set_yscale("log")
     low, high = ax.get_ylim()
@@ -278,62 +310,33 @@ def fig2b(ds: xr.Dataset, main_P: Sequence[int] | None = None) -> plt.Figure:
         ncols=3,
     )
     ax.set_title(_title(ds), fontsize=9)
-
-    inset = ax.inset_axes([0.17, 0.14, 0.4, 0.3])
-    norm = ds["C_norm"].values
-    order = np.argsort(ds["P"].values)
-    x = ds["P"].values[order] / N
-    for key, ls in (("eig_C_theory", "-"), ("eig_C_hessian", "--")):
-        eig = ds[key].transpose("P", "mode").values / norm[:, None]
-        eig = np.where(_valid(eig), eig, np.nan)
-        inset.plot(x, np.nanmax(eig, axis=1)[order], ls, color="C3", lw=1)
-        inset.plot(x, np.nanmin(eig, axis=1)[order], ls, color="C0", lw=1)
-    _log_axes(inset)
-    inset.set_xlabel("$P/N$", fontsize=7, labelpad=1)
-    inset.tick_params(labelsize=6)
-    inset.text(
-        0.97,
-        0.30,
-        "max",
-        color="C3",
-        fontsize=7,
-        ha="right",
-        va="bottom",
-        transform=inset.transAxes,
-    )
-    inset.text(
-        0.97,
-        0.08,
-        "min",
-        color="C0",
-        fontsize=7,
-        ha="right",
-        va="bottom",
-        transform=inset.transAxes,
-    )
+    _fig2b_inset(ax, ds)
     return fig
 
 
 @styled
-def fig2c(ds: xr.Dataset) -> plt.Figure:
+def fig2c(summary: xr.Dataset | Sequence[xr.Dataset]) -> plt.Figure:
     """Fig. 2c: ``<|V^T C V|>`` in the Hessian eigenbasis, log colour scale normalised to max.
 
-    Expects dims ``(mode_i, mode_j)``, optionally with a ``P`` dim (one panel per ``P``)
-    (merged :func:`~weightdyn.single_layer.noise.hessian_basis_dataset` cells at one ``N``)
-    and the variable ``C_tilde``. Modes are sorted by ascending Hessian eigenvalue. Each panel
-    is divided by its own maximum; colours span ``[1e-4, 1]`` (shared colour bar).
+    The summary of a ``hessian_basis`` sweep (``C_tilde`` on ``(group, mode_i, mode_j)``, one
+    group per (N, P, S, sampling, sigma_eps2), averaged over data seeds), or a list of such
+    summaries: one panel per group, sorted by ``N/P``. Modes are sorted by ascending Hessian
+    eigenvalue. Each panel is divided by its own maximum; colours span ``[1e-4, 1]`` (shared
+    colour bar).
     """
-    ds = _only(ds, ("P", "mode_i", "mode_j"), "fig2c")
-    if "P" not in ds.dims:
-        ds = ds.expand_dims("P")
-    Ps = ds["P"].values
-    N = float(ds["N"]) if "N" in ds.coords and ds["N"].size == 1 else np.nan
+    ds = summary if isinstance(summary, xr.Dataset) else xr.concat(summary, dim="group")
+    finite = np.isfinite(ds["C_tilde"].values).any(axis=(1, 2))
+    ds = _cells(ds, finite, "group")
+    ds = ds.isel(group=np.argsort(-ds["P"].values / ds["N"].values, kind="stable"))
+    n = ds.sizes["group"]
     fig, axes = plt.subplots(
-        1, Ps.size, figsize=(2.9 * Ps.size + 0.8, 3.1), layout="constrained", squeeze=False
+        1, n, figsize=(2.9 * n + 0.8, 3.1), layout="constrained", squeeze=False
     )
     norm = LogNorm(vmin=1e-4, vmax=1.0)
-    for ax, P in zip(axes[0], Ps, strict=True):
-        C = ds["C_tilde"].sel(P=P).transpose("mode_i", "mode_j").values
+    for k, ax in enumerate(axes[0]):
+        group = ds.isel(group=k)
+        N = int(group["N"])
+        C = group["C_tilde"].values[:N, :N]
         img = ax.imshow(
             np.clip(C / np.nanmax(C), 1e-12, None),
             norm=norm,
@@ -342,11 +345,8 @@ def fig2c(ds: xr.Dataset) -> plt.Figure:
             interpolation="nearest",
         )
         ax.set_xlabel("Hessian mode $j$")
-        ax.set_title(f"$N/P = {N / P:.2g}$ ($P = {P:g}$)", fontsize=9)
+        ax.set_title(f"$N/P = {N / float(group['P']):.2g}$ ($P = {float(group['P']):g}$)", fontsize=9)
     axes[0, 0].set_ylabel("Hessian mode $i$")
     cbar = fig.colorbar(img, ax=axes[0].tolist(), shrink=0.9)
     cbar.set_label(r"$\langle|V^T C V|\rangle_{x,\epsilon}$ / max")
     return fig
-
-
-FIGURES = {"fig1a": fig1a, "fig1b": fig1b, "fig2a": fig2a, "fig2b": fig2b, "fig2c": fig2c}

@@ -10,6 +10,11 @@ Measures what the paper's Figs. 1 and 2 show and compares it with the closed for
   mini-batches, against Eq. 17 and the Hessian approximation Eq. 20 (Fig. 2a,b);
 * the noise covariance in the Hessian eigenbasis ``|V^T C V|`` (Fig. 2c).
 
+The ``*_dataset`` builders return one sweep cell each (no ``N``/``P`` dimensions; the experiments
+of :mod:`weightdyn.single_layer.noise_experiments` call them and the sweep merge stacks them along
+``cell``). A cell with ``P <= N`` interpolates its data: the projector is the identity and the
+noise vanishes (Eq. 16), so its measured values are NaN and its ``interpolating`` flag is 1.
+
 Conventions as in :mod:`weightdyn.single_layer.theory`: ``X`` has shape ``(P, N)`` (one row
 per sample, the transpose of the paper's design matrix), ``y = X u + eps`` has shape ``(P,)``,
 ``sigma_x^2 = 1/N``. The paper's projector ``X_paper^+ X_paper`` (``P x P``, onto the row
@@ -25,7 +30,7 @@ apparent ``P`` exponent tends to -2 (local slope ``-2 + N / (P - N)``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from math import ceil
 from typing import NamedTuple
 
@@ -40,9 +45,11 @@ from weightdyn.single_layer.theory import Sampling
 __all__ = [
     "PowerLawFit",
     "empirical_noise_covariance",
+    "empirical_noise_spectrum",
     "haar_projector_offdiag_variance",
     "hessian_basis_abs",
     "hessian_basis_dataset",
+    "hessian_basis_mean",
     "k_diagonal_dataset",
     "noise_spectrum_dataset",
     "power_law_fit",
@@ -298,109 +305,114 @@ def hessian_basis_abs(H: ArrayLike, C: ArrayLike) -> FloatArray:
 
 
 # ------------------------------------------------------------------- dataset builders
+#
+# One builder per experiment cell. Cells carry no N, P dimensions: the sweep merge
+# (:func:`weightdyn.io.stack_cells`) puts them along ``cell`` with one coordinate per axis.
 
 
-def _cell_coords(N: int, P: int) -> dict[str, list[int]]:
-    return {"N": [int(N)], "P": [int(P)]}
+def _interpolating(N: int, P: int) -> tuple:
+    """The ``interpolating`` flag: ``P <= N``, so ``w*`` fits every label and K = C = 0."""
+    return (
+        (),
+        np.int8(P <= N),
+        {
+            **attrs(
+                "1 if P <= N: w* interpolates the data (X X^+ = 1, K = 0, C = 0), "
+                "measured values are NaN",
+                "1",
+                "paper 000 Eq. 16",
+            ),
+            "flag_values": np.array([0, 1], dtype=np.int8),
+            "flag_meanings": "regular interpolating",
+        },
+    )
+
+
+_EQ4 = "paper 000 Eq. 4"
+
+
+def _index(dim: str, n: int, long_name: str) -> tuple:
+    return ((dim,), np.arange(n), attrs(long_name, "1", "paper 000 Sec. II.2.2"))
 
 
 def projector_dataset(N: int, P: int, n_realisations: int, rng: np.random.Generator) -> xr.Dataset:
     """Fig. 1a cell: off-diagonal variance of ``X X^+`` over Gaussian data realisations.
 
-    Draws ``n_realisations`` inputs ``X ~ N(0, 1/N)`` of shape ``(P, N)`` (``P > N``) and
-    returns a dataset with length-1 dimensions ``N``, ``P`` (so that cells combine with
-    :func:`weightdyn.io.merge_cells` into dims ``(N, P)``) holding ``var_offdiag``
-    (``N, P, realisation``),
-    its mean ``var_offdiag_mean``, standard error ``var_offdiag_se`` and the exact Haar value
-    ``var_offdiag_haar``.
+    Draws ``n_realisations`` inputs ``X ~ N(0, 1/N)`` of shape ``(P, N)`` and returns
+    ``var_offdiag`` (dim ``realisation``), its mean ``var_offdiag_mean``, standard error
+    ``var_offdiag_se`` and the exact Haar value ``var_offdiag_haar``. For ``P <= N`` the
+    projector is the identity: nothing is drawn, the values are NaN and ``interpolating`` is 1.
     """
-    if not 1 <= N < P:
-        raise ValueError(
-            f"need 1 <= N < P (the projector is the identity for P <= N), got {N}, {P}"
-        )
+    if N < 1 or P < 1:
+        raise ValueError(f"need N >= 1 and P >= 1, got N = {N}, P = {P}")
     if n_realisations < 2:
         raise ValueError(f"n_realisations must be >= 2, got {n_realisations}")
-    sigma_x = np.sqrt(1.0 / N)
-    values = np.array(
-        [
-            projector_offdiag_variance(rng.normal(0.0, sigma_x, size=(P, N)))
-            for _ in range(n_realisations)
-        ]
-    )
+    nan = np.full(n_realisations, np.nan)
+    if P <= N:
+        values, mean, se, haar = nan, np.nan, np.nan, np.nan
+    else:
+        sigma_x = np.sqrt(1.0 / N)
+        values = np.array(
+            [
+                projector_offdiag_variance(rng.normal(0.0, sigma_x, size=(P, N)))
+                for _ in range(n_realisations)
+            ]
+        )
+        mean = values.mean()
+        se = values.std(ddof=1) / np.sqrt(values.size)
+        haar = haar_projector_offdiag_variance(N, P)
     src = "paper 000 Eq. 18 text, Fig. 1a"
     name = "variance of off-diagonal entries of X^+X"
-    cell = (("N", "P"), np.ones((1, 1)))
     return xr.Dataset(
         {
-            "var_offdiag": (
-                ("N", "P", "realisation"),
-                values[None, None, :],
-                attrs(name + " (one data set)", "1", src),
-            ),
-            "var_offdiag_mean": (
-                cell[0],
-                cell[1] * values.mean(),
-                attrs(name + ", mean over data sets", "1", src),
-            ),
-            "var_offdiag_se": (
-                cell[0],
-                cell[1] * values.std(ddof=1) / np.sqrt(values.size),
-                attrs("standard error of var_offdiag_mean", "1", src),
-            ),
+            "var_offdiag": (("realisation",), values, attrs(name + " (one data set)", "1", src)),
+            "var_offdiag_mean": ((), mean, attrs(name + ", mean over data sets", "1", src)),
+            "var_offdiag_se": ((), se, attrs("standard error of var_offdiag_mean", "1", src)),
             "var_offdiag_haar": (
-                cell[0],
-                cell[1] * haar_projector_offdiag_variance(N, P),
+                (),
+                haar,
                 attrs(name + ", exact Haar value N(P-N)/(P(P-1)(P+2))", "1", src),
             ),
+            "interpolating": _interpolating(N, P),
         },
-        coords={**_cell_coords(N, P), "realisation": np.arange(n_realisations)},
+        coords={"realisation": _index("realisation", n_realisations, "data realisation")},
     )
 
 
 def k_diagonal_dataset(
-    X: ArrayLike,
-    y: ArrayLike,
-    rng: np.random.Generator,
-    sigma_eps2: float | None = None,
+    X: ArrayLike, y: ArrayLike, rng: np.random.Generator, sigma_eps2: float
 ) -> xr.Dataset:
     """Fig. 1b cell: sorted diagonal of ``K`` (Eq. 18) against squared Gaussian label noise.
 
     ``PK_sorted`` is ``P K^mu_mu`` (``= r_mu^2``, the squared residual at ``w*``, which
     compares with ``eps_mu^2``), sorted descending along ``rank`` (``0 .. P-1``);
     ``eps2_sorted`` holds the sorted squares of ``P`` fresh ``N(0, sigma_eps^2)`` draws
-    from ``rng`` (the paper's black curve). If ``sigma_eps2`` is None it is estimated without
-    bias from the residual, ``|r|^2 / (P - N)`` (needs ``P > N``). Length-1 dims ``N``, ``P``
-    let cells merge (:func:`weightdyn.io.merge_cells`) into dims ``(N, P, rank)`` (NaN beyond
-    each cell's ``P``).
+    from ``rng`` (the paper's black curve). For ``P <= N`` the residual vanishes: both are NaN
+    (nothing drawn) and ``interpolating`` is 1.
     """
     X, y = np.asarray(X, dtype=float), np.asarray(y, dtype=float)
     P, N = X.shape
-    PK = P * theory.sample_weights_K(X, y)
-    if sigma_eps2 is None:
-        if P <= N:
-            raise ValueError("sigma_eps2 cannot be estimated from the residual for P <= N")
-        sigma_eps2 = float(PK.sum()) / (P - N)
-    eps2 = rng.normal(0.0, np.sqrt(sigma_eps2), size=P) ** 2
+    if P <= N:
+        PK = eps2 = np.full(P, np.nan)
+    else:
+        PK = np.sort(P * theory.sample_weights_K(X, y))[::-1]
+        eps2 = np.sort(rng.normal(0.0, np.sqrt(sigma_eps2), size=P) ** 2)[::-1]
     src = "paper 000 Eq. 18, Fig. 1b"
     return xr.Dataset(
         {
             "PK_sorted": (
-                ("N", "P", "rank"),
-                np.sort(PK)[::-1][None, None, :],
+                ("rank",),
+                PK,
                 attrs("P K^mu_mu sorted descending (squared residual at w*)", "1", src),
             ),
             "eps2_sorted": (
-                ("N", "P", "rank"),
-                np.sort(eps2)[::-1][None, None, :],
+                ("rank",),
+                eps2,
                 attrs("squared fresh label noise (epsilon^mu)^2 sorted descending", "1", src),
             ),
-            "sigma_eps2": (
-                ("N", "P"),
-                np.full((1, 1), float(sigma_eps2)),
-                attrs("label-noise variance sigma_epsilon^2", "1", "paper 000 Eq. 1"),
-            ),
+            "interpolating": _interpolating(N, P),
         },
-        coords={**_cell_coords(N, P), "rank": np.arange(P)},
+        coords={"rank": _index("rank", P, "rank mu of P K^mu_mu, descending")},
     )
 
 
@@ -409,6 +421,45 @@ def _jackknife(stats: FloatArray) -> tuple[FloatArray, FloatArray]:
     K = stats.shape[0]
     mean = stats.mean(axis=0)
     return mean, np.sqrt((K - 1) / K * np.sum((stats - mean) ** 2, axis=0))
+
+
+def empirical_noise_spectrum(
+    X: ArrayLike,
+    y: ArrayLike,
+    batch_size: int,
+    sampling: Sampling,
+    n_batches: int,
+    rng: np.random.Generator,
+    n_blocks: int = 10,
+    progress: Callable[[str], None] | None = None,
+) -> tuple[FloatArray, FloatArray, float, float]:
+    """Eigenvalues (descending) and trace of the mini-batch gradient covariance at ``w*``.
+
+    ``n_batches`` random batches (:func:`empirical_noise_covariance`, Eqs. 10, 12, 14) are
+    split into ``n_blocks`` independent blocks whose covariances are pooled; the standard
+    errors of the eigenvalues and of the trace come from a delete-one jackknife over blocks.
+    Returns ``(eig, eig_se, trace, trace_se)``.
+    """
+    if n_blocks < 2 or n_batches < 2 * n_blocks:
+        raise ValueError(f"need n_blocks >= 2 and n_batches >= 2 n_blocks, got {n_blocks}")
+    w_star = theory.min_norm_solution(X, y)
+    sizes = np.full(n_blocks, n_batches // n_blocks)
+    sizes[: n_batches % n_blocks] += 1
+    blocks = []
+    for k, n in enumerate(sizes):
+        blocks.append(
+            empirical_noise_covariance(X, y, w_star, batch_size, sampling, int(n), rng)[0]
+        )
+        if progress is not None:
+            progress(f"mini-batch block {k + 1}/{n_blocks} ({int(n)} batches)")
+    blocks = np.stack(blocks)
+    weights = sizes / sizes.sum()
+    C_emp = np.tensordot(weights, blocks, axes=1)
+    loo = (C_emp[None] - weights[:, None, None] * blocks) / (1.0 - weights)[:, None, None]
+    eig_loo = np.stack([theory.sorted_eigenvalues(c) for c in loo])
+    _, eig_se = _jackknife(eig_loo)
+    _, tr_se = _jackknife(np.trace(loo, axis1=1, axis2=2))
+    return theory.sorted_eigenvalues(C_emp), eig_se, float(np.trace(C_emp)), float(tr_se)
 
 
 def noise_spectrum_dataset(
@@ -420,176 +471,149 @@ def noise_spectrum_dataset(
     rng: np.random.Generator,
     sigma_eps2: float,
     n_blocks: int = 10,
+    progress: Callable[[str], None] | None = None,
 ) -> xr.Dataset:
     """Fig. 2a,b cell: noise-covariance spectra at ``w*``: empirical, Eq. 17 and Eq. 20.
 
-    Variables on dims ``(N, P, mode)`` (``mode = 0 .. N-1``, eigenvalues sorted descending;
-    ``N``, ``P`` have length 1 so cells merge with :func:`weightdyn.io.merge_cells`):
+    Variables on dim ``mode`` (``0 .. N-1``, eigenvalues sorted descending):
 
-    * ``eig_C_empirical`` (+ ``_se``): eigenvalues of the covariance of the mini-batch gradient
-      at ``w*`` over ``n_batches`` random batches (:func:`empirical_noise_covariance`), pooled
-      over ``n_blocks`` independent blocks; standard errors by a delete-one jackknife over the
-      blocks. ``n_batches = 0`` skips the measurement (NaN), for theory-only cells.
+    * ``eig_C_empirical`` (+ ``_se``): :func:`empirical_noise_spectrum` over ``n_batches``
+      random batches; ``n_batches = 0`` skips the measurement (NaN), for theory-only cells.
     * ``eig_C_theory``: Eq. 17 (:func:`theory.noise_covariance`, Appendix C prefactor for
       ``without``); ``eig_C_hessian``: Eq. 20, ``sigma_eps^2 H / S``.
 
-    Scalars on ``(N, P)``: ``C_norm = sigma_x^2 sigma_eps^2 / S`` (``sigma_x^2 = 1/N``, the
-    normalisation of Fig. 2), ``trace_C_empirical`` (+ ``_se``), ``trace_C_theory``,
-    ``trace_C_hessian``. Coordinates ``batch_size``, ``sampling`` are scalars.
+    Scalars: ``C_norm = sigma_x^2 sigma_eps^2 / S`` (``sigma_x^2 = 1/N``, the normalisation of
+    Fig. 2, stored, not applied), ``trace_C_empirical`` (+ ``_se``), ``trace_C_theory``,
+    ``trace_C_hessian``. For ``P <= N`` the noise vanishes (Eq. 16): every spectrum and trace
+    is NaN and ``interpolating`` is 1.
     """
     _check_sampling(sampling)
     X, y = np.asarray(X, dtype=float), np.asarray(y, dtype=float)
     P, N = X.shape
     S = int(batch_size)
-    H = theory.hessian(X)
-    C17 = theory.noise_covariance(X, y, S, sampling)
-    C20 = theory.hessian_noise_covariance(H, sigma_eps2, S)
-    if n_batches:
-        if n_blocks < 2 or n_batches < 2 * n_blocks:
-            raise ValueError(f"need n_blocks >= 2 and n_batches >= 2 n_blocks, got {n_blocks}")
-        w_star = theory.min_norm_solution(X, y)
-        sizes = np.full(n_blocks, n_batches // n_blocks)
-        sizes[: n_batches % n_blocks] += 1
-        blocks = np.stack(
-            [empirical_noise_covariance(X, y, w_star, S, sampling, int(n), rng)[0] for n in sizes]
-        )
-        weights = sizes / sizes.sum()
-        C_emp = np.tensordot(weights, blocks, axes=1)
-        loo = (C_emp[None] - weights[:, None, None] * blocks) / (1.0 - weights)[:, None, None]
-        eig_loo = np.stack([theory.sorted_eigenvalues(c) for c in loo])
-        tr_loo = np.trace(loo, axis1=1, axis2=2)
-        eig_emp = theory.sorted_eigenvalues(C_emp)
-        _, eig_se = _jackknife(eig_loo)
-        _, tr_se = _jackknife(tr_loo)
-        tr_emp = float(np.trace(C_emp))
-    else:
-        eig_emp = eig_se = np.full(N, np.nan)
-        tr_emp = tr_se = float("nan")
+    nan = np.full(N, np.nan)
+    eig17 = eig20 = eig_emp = eig_se = nan
+    tr17 = tr20 = tr_emp = tr_se = float("nan")
+    if P > N:
+        H = theory.hessian(X)
+        C17 = theory.noise_covariance(X, y, S, sampling)
+        C20 = theory.hessian_noise_covariance(H, sigma_eps2, S)
+        eig17, eig20 = theory.sorted_eigenvalues(C17), theory.sorted_eigenvalues(C20)
+        tr17, tr20 = float(np.trace(C17)), float(np.trace(C20))
+        if n_batches:
+            eig_emp, eig_se, tr_emp, tr_se = empirical_noise_spectrum(
+                X, y, S, sampling, n_batches, rng, n_blocks, progress
+            )
+    spectra = {
+        "eig_C_empirical": eig_emp,
+        "eig_C_empirical_se": eig_se,
+        "eig_C_theory": eig17,
+        "eig_C_hessian": eig20,
+    }
+    traces = {
+        "C_norm": sigma_eps2 / (N * S),
+        "trace_C_empirical": tr_emp,
+        "trace_C_empirical_se": tr_se,
+        "trace_C_theory": tr17,
+        "trace_C_hessian": tr20,
+    }
+    return _spectrum_dataset(spectra, traces, N, P)
 
-    src17, src20, srcm = "paper 000 Eq. 17", "paper 000 Eq. 20", "paper 000 Eqs. 10, 12, 14"
-    unit = "1"
-    spec = ("N", "P", "mode")
-    cell = ("N", "P")
 
-    def scalar(value: float) -> FloatArray:
-        return np.full((1, 1), float(value))
+_EMPIRICAL = "Eqs. 10, 12, 14"
+_SPECTRUM_ATTRS = {
+    "eig_C_empirical": ("eigenvalues of the mini-batch gradient covariance at w*", _EMPIRICAL),
+    "eig_C_empirical_se": ("jackknife standard error of eig_C_empirical", _EMPIRICAL),
+    "eig_C_theory": ("eigenvalues of the noise covariance C = X K X^T / S", "Eq. 17"),
+    "eig_C_hessian": ("eigenvalues of the Hessian approximation sigma_eps^2 H / S", "Eq. 20"),
+    "C_norm": ("noise-spectrum normalisation sigma_x^2 sigma_eps^2 / S", "Fig. 2"),
+    "trace_C_empirical": ("trace of the mini-batch gradient covariance at w*", _EMPIRICAL),
+    "trace_C_empirical_se": ("jackknife standard error of trace_C_empirical", _EMPIRICAL),
+    "trace_C_theory": ("trace of C", "Eq. 17"),
+    "trace_C_hessian": ("trace of sigma_eps^2 H / S", "Eq. 20"),
+}
 
-    def vec(values: FloatArray) -> FloatArray:
-        return np.asarray(values, dtype=float)[None, None, :]
 
-    return xr.Dataset(
-        {
-            "eig_C_empirical": (
-                spec,
-                vec(eig_emp),
-                attrs("eigenvalues of the mini-batch gradient covariance at w*", unit, srcm),
-            ),
-            "eig_C_empirical_se": (
-                spec,
-                vec(eig_se),
-                attrs("jackknife standard error of eig_C_empirical", unit, srcm),
-            ),
-            "eig_C_theory": (
-                spec,
-                vec(theory.sorted_eigenvalues(C17)),
-                attrs("eigenvalues of the noise covariance C = X K X^T / S", unit, src17),
-            ),
-            "eig_C_hessian": (
-                spec,
-                vec(theory.sorted_eigenvalues(C20)),
-                attrs("eigenvalues of the Hessian approximation sigma_eps^2 H / S", unit, src20),
-            ),
-            "C_norm": (
-                cell,
-                scalar(sigma_eps2 / (N * S)),
-                attrs(
-                    "noise-spectrum normalisation sigma_x^2 sigma_eps^2 / S",
-                    unit,
-                    "paper 000 Fig. 2",
-                ),
-            ),
-            "trace_C_empirical": (
-                cell,
-                scalar(tr_emp),
-                attrs("trace of the mini-batch gradient covariance at w*", unit, srcm),
-            ),
-            "trace_C_empirical_se": (
-                cell,
-                scalar(tr_se),
-                attrs("jackknife standard error of trace_C_empirical", unit, srcm),
-            ),
-            "trace_C_theory": (cell, scalar(np.trace(C17)), attrs("trace of C", unit, src17)),
-            "trace_C_hessian": (
-                cell,
-                scalar(np.trace(C20)),
-                attrs("trace of sigma_eps^2 H / S", unit, src20),
-            ),
-        },
-        coords={
-            **_cell_coords(N, P),
-            "mode": np.arange(N),
-            "batch_size": S,
-            "sampling": sampling,
-        },
-    )
+def _spectrum_dataset(
+    spectra: dict[str, FloatArray], traces: dict[str, float], N: int, P: int
+) -> xr.Dataset:
+    def var(name: str, dims: tuple[str, ...], values: object) -> tuple:
+        long_name, eq = _SPECTRUM_ATTRS[name]
+        return dims, np.asarray(values, dtype=float), attrs(long_name, "1", f"paper 000 {eq}")
+
+    data = {k: var(k, ("mode",), v) for k, v in spectra.items()}
+    data.update({k: var(k, (), v) for k, v in traces.items()})
+    data["interpolating"] = _interpolating(N, P)
+    return xr.Dataset(data, coords={"mode": _index("mode", N, "eigenvalue index, descending")})
 
 
 def hessian_basis_dataset(
-    data: Sequence[tuple[ArrayLike, ArrayLike]],
-    batch_size: int,
-    sampling: Sampling = "with",
+    X: ArrayLike, y: ArrayLike, batch_size: int, sampling: Sampling
 ) -> xr.Dataset:
-    """Fig. 2c cell: ``<|V^T C V|>`` over data realisations, ``C`` from Eq. 17 at ``w*``.
+    """Fig. 2c cell of one data set: ``|V^T C V|`` with ``C`` from Eq. 17 at ``w*``.
 
-    ``data`` is a list of ``(X, y)`` of equal shape ``(P, N)``. Returns ``C_tilde`` on dims
-    ``(N, P, mode_i, mode_j)`` (Hessian modes sorted by ascending eigenvalue; ``N``, ``P``
-    of length 1), its standard error ``C_tilde_se`` over realisations (NaN for one), and
-    ``eig_H`` (mean ascending Hessian eigenvalues, dims ``(N, P, mode_i)``).
+    ``C_tilde`` on dims ``(mode_i, mode_j)`` (Hessian modes sorted by ascending eigenvalue,
+    :func:`hessian_basis_abs`) and ``eig_H`` (ascending Hessian eigenvalues, Eq. 4, dim
+    ``mode_i``). :func:`hessian_basis_mean` averages cells over data realisations. For
+    ``P <= N`` both are NaN (C = 0 by Eq. 16) and ``interpolating`` is 1.
     """
-    if not data:
-        raise ValueError("hessian_basis_dataset needs at least one (X, y) realisation")
-    shapes = {np.shape(X) for X, _ in data}
-    if len(shapes) != 1:
-        raise ValueError(f"all realisations must have the same shape (P, N), got {shapes}")
-    P, N = shapes.pop()
-    mats, eigs = [], []
-    for X, y in data:
+    _check_sampling(sampling)
+    X, y = np.asarray(X, dtype=float), np.asarray(y, dtype=float)
+    P, N = X.shape
+    if P <= N:
+        C_tilde, eig_H = np.full((N, N), np.nan), np.full(N, np.nan)
+    else:
         H = theory.hessian(X)
-        mats.append(hessian_basis_abs(H, theory.noise_covariance(X, y, batch_size, sampling)))
-        eigs.append(theory.relaxation_rates(H))
-    mats_arr, eigs_arr = np.stack(mats), np.stack(eigs)
-    se = (
-        mats_arr.std(axis=0, ddof=1) / np.sqrt(len(data))
-        if len(data) > 1
-        else np.full((N, N), np.nan)
-    )
+        C_tilde = hessian_basis_abs(H, theory.noise_covariance(X, y, batch_size, sampling))
+        eig_H = theory.relaxation_rates(H)
     src = "paper 000 Eq. 17, Fig. 2c"
+    name = "|V^T C V| in the Hessian eigenbasis"
     return xr.Dataset(
         {
-            "C_tilde": (
-                ("N", "P", "mode_i", "mode_j"),
-                mats_arr.mean(axis=0)[None, None],
-                attrs("|V^T C V| in the Hessian eigenbasis, mean over data sets", "1", src),
-            ),
+            "C_tilde": (("mode_i", "mode_j"), C_tilde, attrs(name, "1", src)),
+            "eig_H": (("mode_i",), eig_H, attrs("Hessian eigenvalues (ascending)", "1", _EQ4)),
+            "interpolating": _interpolating(N, P),
+        },
+        coords=_mode_pairs(N),
+    )
+
+
+def _mode_pairs(N: int) -> dict[str, tuple]:
+    return {
+        "mode_i": _index("mode_i", N, "Hessian mode i, ascending eigenvalue"),
+        "mode_j": _index("mode_j", N, "Hessian mode j, ascending eigenvalue"),
+    }
+
+
+def hessian_basis_mean(cells: Sequence[xr.Dataset]) -> xr.Dataset:
+    """Fig. 2c: ``<|V^T C V|>`` over data realisations (cells of :func:`hessian_basis_dataset`).
+
+    ``C_tilde`` is the mean over the cells (in the given order), ``C_tilde_se`` its standard
+    error (NaN for one cell), ``eig_H`` the mean ascending Hessian spectrum and
+    ``n_realisations`` the number of cells.
+    """
+    if not cells:
+        raise ValueError("hessian_basis_mean needs at least one cell")
+    mats = np.stack([c["C_tilde"].values for c in cells])
+    eigs = np.stack([c["eig_H"].values for c in cells])
+    n, N = mats.shape[0], mats.shape[1]
+    se = mats.std(axis=0, ddof=1) / np.sqrt(n) if n > 1 else np.full((N, N), np.nan)
+    src = "paper 000 Eq. 17, Fig. 2c"
+    name = "|V^T C V| in the Hessian eigenbasis, mean over data sets"
+    return xr.Dataset(
+        {
+            "C_tilde": (("mode_i", "mode_j"), mats.mean(axis=0), attrs(name, "1", src)),
             "C_tilde_se": (
-                ("N", "P", "mode_i", "mode_j"),
-                se[None, None],
+                ("mode_i", "mode_j"),
+                se,
                 attrs("standard error of C_tilde over data sets", "1", src),
             ),
             "eig_H": (
-                ("N", "P", "mode_i"),
-                eigs_arr.mean(axis=0)[None, None],
-                attrs(
-                    "Hessian eigenvalues (ascending), mean over data sets", "1", "paper 000 Eq. 4"
-                ),
+                ("mode_i",),
+                eigs.mean(axis=0),
+                attrs("Hessian eigenvalues (ascending), mean over data sets", "1", _EQ4),
             ),
+            "n_realisations": ((), n, attrs("number of data realisations", "1", src)),
         },
-        coords={
-            **_cell_coords(N, P),
-            "mode_i": np.arange(N),
-            "mode_j": np.arange(N),
-            "batch_size": int(batch_size),
-            "sampling": sampling,
-            "n_realisations": len(data),
-        },
+        coords=_mode_pairs(N),
     )

@@ -15,7 +15,7 @@ Pure numpy in, numpy/xarray out; no file I/O.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -31,6 +31,7 @@ from weightdyn.single_layer.simulate import SGDResult
 
 __all__ = [
     "ROUNDOFF",
+    "TABLE1_COLUMNS",
     "TABLE1_PAPER",
     "average_over_realisations",
     "covariance_modes",
@@ -40,9 +41,8 @@ __all__ = [
     "perturbation_theory_exact",
     "perturbation_theory_iid",
     "run_perturbation_cell",
-    "table1_markdown",
+    "table1_dataset",
     "table1_row",
-    "table1_rows",
 ]
 
 P000 = "paper 000"
@@ -146,14 +146,17 @@ def perturbation_dataset(
     ``eig_M_theory`` and ``delta_L_over_theta2_lyapunov`` (mode; eigenvalues of M from Eq. 30
     with C of Eq. 17 and v^T H v / 2 along its eigenvectors; NaN unless ``lr`` and
     ``batch_size`` are given), scalars ``delta_L_over_theta2_iid`` (sigma_x^2 / 2),
-    ``sigma_x2`` and, with ``lr`` and ``batch_size``, ``M_isotropic`` (lr sigma_eps^2 / 2S,
-    Eq. 34).
+    ``sigma_x2``, the flag ``diverged`` (then the SGD columns are NaN) and, with ``lr`` and
+    ``batch_size``, ``M_isotropic`` (lr sigma_eps^2 / 2S, Eq. 34).
     """
     thetas = np.asarray(thetas, dtype=float)
     if thetas.ndim != 1 or np.any(thetas == 0):
         raise ValueError("thetas must be a 1-d array of nonzero perturbation amplitudes")
-    M = empirical_covariance(result)
-    evals, evecs, se = covariance_modes(M, result)
+    if result.diverged:  # a flagged cell of NaNs (the theory columns stay)
+        evals = se = np.full(data.N, np.nan)
+        evecs = np.full((data.N, data.N), np.nan)
+    else:
+        evals, evecs, se = covariance_modes(empirical_covariance(result), result)
     H = theory.hessian(data.X)
     dL = loss_perturbation(data.X, data.y, w_star, evecs, thetas)
     exact = perturbation_theory_exact(H, evecs, thetas)
@@ -216,6 +219,7 @@ def perturbation_dataset(
             data.sigma_x2,
             attrs("mean input variance sigma_x^2", "1", f"{P000} Eq. 1"),
         ),
+        "diverged": _diverged_flag(result),
     }
     if lr is not None and batch_size is not None:
         data_vars["M_isotropic"] = (
@@ -233,6 +237,12 @@ def perturbation_dataset(
     )
 
 
+def _diverged_flag(result: SGDResult) -> tuple:
+    """The ``diverged`` flag variable of a cell dataset."""
+    long_name = "an SGD replica left the stability bound (1) or not (0)"
+    return _flag(result.diverged, long_name, f"{P000} Eq. 11", "stable diverged")
+
+
 def run_perturbation_cell(
     data: TeacherStudentData,
     lr: float,
@@ -241,11 +251,12 @@ def run_perturbation_cell(
     rng: np.random.Generator,
     protocol: SGDProtocol | None = None,
     sampling: str = "with",
+    progress: Callable[[str], None] | None = None,
 ) -> xr.Dataset:
     """Run stationary SGD from w* (:func:`~weightdyn.single_layer.protocol.run_stationary_sgd`)
     on ``data`` and return its :func:`perturbation_dataset`."""
     protocol = SGDProtocol() if protocol is None else protocol
-    w_star, result = run_stationary_sgd(data, lr, batch_size, sampling, protocol, rng)
+    w_star, result = run_stationary_sgd(data, lr, batch_size, sampling, protocol, rng, progress)
     return perturbation_dataset(
         data, w_star, result, thetas, lr=lr, batch_size=batch_size, sampling=sampling
     )
@@ -307,6 +318,44 @@ TABLE1_PAPER = {
 }
 
 
+def _table1_measured(
+    data: TeacherStudentData, w_star: np.ndarray, result: SGDResult
+) -> tuple[float, float, float]:
+    """|<w> - u| / |u|, the snapshot-averaged train loss and tr(M)/N of a stationary run
+    (NaN if it diverged)."""
+    if result.diverged:
+        return np.nan, np.nan, np.nan
+    keep = _valid_groups(result)
+    w_mean = w_star + result.sum_dw[keep].sum(axis=0) / result.n_records[keep].sum()
+    u_norm = float(np.linalg.norm(data.u))
+    dist = float(np.linalg.norm(w_mean - data.u) / u_norm) if u_norm > 0 else np.nan
+    H = theory.hessian(data.X)
+    train_loss = float(
+        theory.optimal_loss(data.X, data.y) + 0.5 * np.sum(H * empirical_covariance(result))
+    )
+    var_w = float(np.trace(empirical_covariance(result, about="mean")) / data.N)
+    return dist, train_loss, var_w
+
+
+def _table1_agrees(row: dict[str, Any]) -> dict[str, bool]:
+    """Does the measured row say what Table 1 says for its regime? (see :func:`table1_row`)"""
+    N, P = row["N"], row["P"]
+    dist_star, loss, var_w = row["student_teacher_dist_wstar"], row["train_loss"], row["var_w"]
+    if row["regime"] == "under":
+        typical = np.sqrt(row["sigma_eps2"] * N / max(P - N - 1, 1))
+        nonzero = row["sigma_eps2"] > 0
+        return {
+            "agrees_student": bool(dist_star <= 3.0 * typical + ROUNDOFF),
+            "agrees_loss": bool((loss > ROUNDOFF) == nonzero),
+            "agrees_fluctuations": bool((var_w > ROUNDOFF) == nonzero),
+        }
+    return {
+        "agrees_student": bool(dist_star > 1e-3),
+        "agrees_loss": bool(loss <= ROUNDOFF),
+        "agrees_fluctuations": bool(var_w <= ROUNDOFF),
+    }
+
+
 def table1_row(
     data: TeacherStudentData,
     w_star: ArrayLike,
@@ -327,26 +376,20 @@ def table1_row(
     vanishing means above / below :data:`ROUNDOFF`; "approach the teacher as eps -> 0" is
     checked as ``|w* - u|/|u| <= 3 sqrt(sigma_eps^2 N / (P - N - 1))`` (the typical distance,
     ``E|w* - u|^2 = sigma_eps^2 N^2 / (P - N - 1)`` for ``|u|^2 ~ N``), so it shrinks with
-    sigma_eps; "differ from the teacher" as a distance above 1e-3.
+    sigma_eps; "differ from the teacher" as a distance above 1e-3. A diverged run gives NaN
+    measurements (and ``agrees_*`` false where they are needed).
     """
     X, y, u = data.X, data.y, data.u
     N, P = data.N, data.P
     w_star = np.asarray(w_star, dtype=float)
-    keep = _valid_groups(result)
-    n_tot = result.n_records[keep].sum()
-    w_mean = w_star + result.sum_dw[keep].sum(axis=0) / n_tot
     H = theory.hessian(X)
-    M_ref = empirical_covariance(result, about="reference")
-    M_tavg = empirical_covariance(result, about="mean")
-    C = theory.noise_covariance(X, y, batch_size, sampling)
-    M_theory = theory.stationary_covariance(H, C, lr)
+    M_theory = theory.stationary_covariance(
+        H, theory.noise_covariance(X, y, batch_size, sampling), lr
+    )
     L_star = theory.optimal_loss(X, y)
     u_norm = float(np.linalg.norm(u))
     regime = "under" if N < P else "over"
-    dist = float(np.linalg.norm(w_mean - u) / u_norm) if u_norm > 0 else np.nan
-    dist_star = float(np.linalg.norm(w_star - u) / u_norm) if u_norm > 0 else np.nan
-    train_loss = float(L_star + 0.5 * np.sum(H * M_ref))
-    var_w = float(np.trace(M_tavg) / N)
+    dist, train_loss, var_w = _table1_measured(data, w_star, result)
     row: dict[str, Any] = {
         "regime": regime,
         "N": N,
@@ -356,7 +399,9 @@ def table1_row(
         "batch_size": batch_size,
         "sampling": sampling,
         "student_teacher_dist": dist,
-        "student_teacher_dist_wstar": dist_star,
+        "student_teacher_dist_wstar": float(np.linalg.norm(w_star - u) / u_norm)
+        if u_norm > 0
+        else np.nan,
         "train_loss": train_loss,
         "optimal_loss": L_star,
         "train_loss_theory": float(L_star + 0.5 * np.sum(H * M_theory)),
@@ -367,48 +412,60 @@ def table1_row(
         "paper_loss": TABLE1_PAPER[regime]["loss"],
         "paper_fluctuations": TABLE1_PAPER[regime]["fluctuations"],
     }
-    if regime == "under":
-        typical = np.sqrt(data.sigma_eps2 * N / max(P - N - 1, 1))
-        row["agrees_student"] = bool(dist_star <= 3.0 * typical + ROUNDOFF)
-        nonzero = data.sigma_eps2 > 0
-        row["agrees_loss"] = bool((train_loss > ROUNDOFF) == nonzero)
-        row["agrees_fluctuations"] = bool((var_w > ROUNDOFF) == nonzero)
-    else:
-        row["agrees_student"] = bool(dist_star > 1e-3)
-        row["agrees_loss"] = bool(train_loss <= ROUNDOFF)
-        row["agrees_fluctuations"] = bool(var_w <= ROUNDOFF)
-    return row
+    return row | _table1_agrees(row)
 
 
-def table1_rows(
-    cells: Iterable[tuple[TeacherStudentData, np.ndarray, SGDResult]],
+#: numeric columns of a Table 1 row: long_name and paper 000 source
+TABLE1_COLUMNS = {
+    "student_teacher_dist": ("SGD time-averaged student distance |<w> - u| / |u|", "Eqs. 1, 11"),
+    "student_teacher_dist_wstar": ("distance of the minimum-norm solution |w* - u| / |u|", "Eq. 7"),
+    "train_loss": ("snapshot-averaged train loss L* + tr(H M_sgd)/2", "Eqs. 3, 26"),
+    "optimal_loss": ("loss of the fully trained model L*", "Eq. 9"),
+    "train_loss_theory": ("stationary train loss L* + tr(HM)/2, M from Eq. 30", "Eqs. 26, 30"),
+    "var_w": ("temporal weight variance tr(M_sgd)/N about the time average", "Eq. 11"),
+    "var_w_theory": ("weight variance tr(M)/N, M from Eq. 30", "Eq. 30"),
+    "M_isotropic": ("isotropic covariance eigenvalue lr sigma_eps^2 / 2S", "Eq. 34"),
+}
+
+
+def table1_dataset(
+    data: TeacherStudentData,
+    w_star: ArrayLike,
+    result: SGDResult,
     lr: float,
     batch_size: int,
     sampling: str = "with",
-) -> list[dict[str, Any]]:
-    """:func:`table1_row` for each ``(data, w_star, result)`` cell, in the given order."""
-    return [table1_row(d, w, r, lr, batch_size, sampling) for d, w, r in cells]
+) -> xr.Dataset:
+    """One Table 1 cell (:func:`table1_row`) as scalar variables with attributes.
 
-
-def _fmt(value: float) -> str:
-    return "0" if value == 0 else f"{value:.3g}"
-
-
-def table1_markdown(rows: Sequence[dict[str, Any]]) -> str:
-    """Markdown table: one line per cell, each measurement beside Table 1's statement."""
-    head = (
-        "| regime | N | P | sigma_eps^2 | student: measured abs(<w> - u)/abs(u) | paper |"
-        " final train loss (theory) | paper | tr(M)/N (Eq. 30) | paper | agrees |\n"
-        "|---|---|---|---|---|---|---|---|---|---|---|\n"
+    Variables: the numbers of :data:`TABLE1_COLUMNS`, the flags ``overparameterised`` (N >= P)
+    and ``agrees_student``, ``agrees_loss``, ``agrees_fluctuations`` (1: the measurement says
+    what Table 1 says for the regime), and ``diverged``. The paper's statements are
+    :data:`TABLE1_PAPER` (by regime), not stored.
+    """
+    row = table1_row(data, w_star, result, lr, batch_size, sampling)
+    src = f"{P000} Table 1"
+    data_vars: dict[str, Any] = {
+        name: ((), row[name], attrs(long_name, "1", f"{P000} {eqs}"))
+        for name, (long_name, eqs) in TABLE1_COLUMNS.items()
+    }
+    data_vars["overparameterised"] = _flag(
+        row["regime"] == "over", "N >= P (over) or N < P", src, "under over"
     )
-    lines = []
-    for r in rows:
-        ok = all(r[k] for k in ("agrees_student", "agrees_loss", "agrees_fluctuations"))
-        lines.append(
-            f"| {r['regime']}-parameterised | {r['N']} | {r['P']} | {_fmt(r['sigma_eps2'])} | "
-            f"{_fmt(r['student_teacher_dist'])} | {r['paper_student']} | "
-            f"{_fmt(r['train_loss'])} ({_fmt(r['train_loss_theory'])}) | {r['paper_loss']} | "
-            f"{_fmt(r['var_w'])} ({_fmt(r['var_w_theory'])}) | {r['paper_fluctuations']} | "
-            f"{'yes' if ok else 'NO'} |"
+    for key, what in (
+        ("student", "student"),
+        ("loss", "final train loss"),
+        ("fluctuations", "fluctuations"),
+    ):
+        data_vars[f"agrees_{key}"] = _flag(
+            row[f"agrees_{key}"], f"measured {what} as Table 1 states (1) or not (0)", src, "no yes"
         )
-    return head + "\n".join(lines) + "\n"
+    data_vars["diverged"] = _diverged_flag(result)
+    return xr.Dataset(data_vars, attrs={"N": data.N, "P": data.P, "sigma_eps2": data.sigma_eps2})
+
+
+def _flag(value: bool, long_name: str, source: str, meanings: str) -> tuple:
+    """A scalar 0/1 flag variable."""
+    flag = attrs(long_name, "1", source)
+    flag |= {"flag_values": np.array([0, 1], dtype=np.int8), "flag_meanings": meanings}
+    return (), np.int8(value), flag

@@ -1,8 +1,10 @@
-"""Stationary-SGD protocol of one single-layer cell: initialisation, burn-in, sampling length.
+"""Stationary protocol of one single-layer cell: initialisation, burn-in, sampling length.
 
 Burn-in is a multiple of the slowest relaxation time tau = 1/(lr omega_min) (paper 000 Eq. 27, in
 SGD steps), bounded below and capped; the sampling length is at least ``sample_steps`` and at least
-``sample_tau`` relaxation times, capped by ``sample_max_steps``.
+``sample_tau`` relaxation times, capped by ``sample_max_steps``. The same protocol drives SGD
+(Eqs. 10-11, :func:`run_stationary_sgd`) and the stochastic gradient flow of Eq. 13
+(:func:`run_stationary_sgf`), which covers the same SDE time ``t = lr * tau``.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import numpy as np
 
 from weightdyn.data import TeacherStudentData
 from weightdyn.single_layer import theory
+from weightdyn.single_layer.sgf import SGFResult, run_sgf
 from weightdyn.single_layer.simulate import SGDResult, run_sgd
 
 INITS = ("wstar", "random")
@@ -64,24 +67,17 @@ def initial_weights(
     return rng.normal(0.0, protocol.init_scale, size=(R, N))
 
 
-def run_stationary_sgd(
-    data: TeacherStudentData,
-    lr: float,
-    batch_size: int,
-    sampling: str,
-    protocol: SGDProtocol,
-    rng: np.random.Generator,
-    progress: Callable[[str], None] | None = None,
-) -> tuple[np.ndarray, SGDResult]:
-    """Run the cell's SGD replicas to stationarity and sample them; return (w*, result).
+def _plan(
+    data: TeacherStudentData, lr: float, protocol: SGDProtocol
+) -> tuple[np.ndarray, SGDProtocol, float]:
+    """(w*, the protocol to run, tau in SGD steps) of one cell.
 
     In over-parameterised cells (N >= P) every per-sample gradient vanishes at the minimum-norm
-    solution w* (Eq. 16), so the chains start at w* and a short run (10 records per block) checks
-    that they stay there.
+    solution w* (Eq. 16), so the chains start at w* (whatever ``init`` says) and a short run
+    (10 records per block) checks that they stay there.
     """
-    H = theory.hessian(data.X)
     w_star = theory.min_norm_solution(data.X, data.y)
-    tau = theory.slowest_relaxation_steps(H, lr)
+    tau = theory.slowest_relaxation_steps(theory.hessian(data.X), lr)
     if data.N >= data.P:
         protocol = SGDProtocol(
             replicas=protocol.replicas,
@@ -91,6 +87,23 @@ def run_stationary_sgd(
             thin=protocol.thin,
             n_blocks=protocol.n_blocks,
         )
+    return w_star, protocol, tau
+
+
+def run_stationary_sgd(
+    data: TeacherStudentData,
+    lr: float,
+    batch_size: int,
+    sampling: str,
+    protocol: SGDProtocol,
+    rng: np.random.Generator,
+    progress: Callable[[str], None] | None = None,
+) -> tuple[np.ndarray, SGDResult]:
+    """Run the cell's SGD replicas (Eqs. 10-11) to stationarity and sample them; (w*, result).
+
+    Over-parameterised cells (N >= P) start at w* and run briefly (see :func:`_plan`).
+    """
+    w_star, protocol, tau = _plan(data, lr, protocol)
     w_init = initial_weights(w_star, protocol, rng)
     result = run_sgd(
         data.X,
@@ -105,6 +118,56 @@ def run_stationary_sgd(
         thin=protocol.thin,
         n_blocks=protocol.n_blocks,
         rng=rng,
+        progress=progress,
+    )
+    return w_star, result
+
+
+def sgf_steps(protocol: SGDProtocol, tau: float, dt_over_lr: float) -> tuple[int, int]:
+    """(burn-in, sampling) Euler steps of size dt = dt_over_lr * lr covering the SDE time of
+    the SGD protocol (``t = lr * tau``, Eq. 13); the sampling steps fill whole thinned blocks."""
+    burnin = int(np.ceil(protocol.burnin(tau) / dt_over_lr))
+    unit = protocol.thin * protocol.n_blocks
+    sample = int(max(1, round(protocol.sampling_length(tau) / dt_over_lr / unit)) * unit)
+    return burnin, sample
+
+
+def run_stationary_sgf(
+    data: TeacherStudentData,
+    lr: float,
+    batch_size: int,
+    sampling: str,
+    protocol: SGDProtocol,
+    rng: np.random.Generator,
+    noise: str,
+    dt_over_lr: float = 1.0,
+    progress: Callable[[str], None] | None = None,
+) -> tuple[np.ndarray, SGFResult]:
+    """Integrate the SGF of Eq. 13 (``noise``: ``"additive"``, C(w*) of Eq. 17, or
+    ``"multiplicative"``, C(w) of Eqs. 14-15) to stationarity and sample it; (w*, result).
+
+    Euler-Maruyama steps of size ``dt = dt_over_lr * lr`` cover the SDE time of the SGD protocol
+    (:func:`sgf_steps`); with ``dt_over_lr = 1`` one Euler step per SGD step, as the old
+    SGD-vs-SGF experiment ran. Starts as :func:`run_stationary_sgd` does.
+    """
+    w_star, protocol, tau = _plan(data, lr, protocol)
+    w_init = initial_weights(w_star, protocol, rng)
+    burnin, sample = sgf_steps(protocol, tau, dt_over_lr)
+    result = run_sgf(
+        data.X,
+        data.y,
+        w_star,
+        lr,
+        batch_size,
+        sampling,
+        w_init,
+        burnin,
+        sample,
+        protocol.thin,
+        protocol.n_blocks,
+        rng,
+        noise=noise,
+        dt=dt_over_lr * lr,
         progress=progress,
     )
     return w_star, result

@@ -27,6 +27,7 @@ import numpy as np
 import xarray as xr
 from numpy.typing import ArrayLike
 
+from weightdyn import stats
 from weightdyn.io import attrs
 from weightdyn.single_layer import theory
 from weightdyn.single_layer.simulate import _check_sampling, sgd_kernel
@@ -35,7 +36,9 @@ from weightdyn.streams import BlockStream
 __all__ = [
     "RelaxationRun",
     "discrete_mean_modes",
+    "discrete_rates",
     "exponential_mean_modes",
+    "fit_relaxation_rates",
     "loss_from_modes",
     "mode_variance_discrete",
     "mp_edge_check",
@@ -242,6 +245,53 @@ def loss_from_modes(
     return L_star + 0.5 * np.sum(omega * dev2, axis=-1)
 
 
+def discrete_rates(omega: ArrayLike, lr: float) -> np.ndarray:
+    """Decay rate per unit SDE time of the exact SGD mean, ``-log|1 - lr omega_k| / lr``.
+
+    The mean modes decay as ``(1 - lr omega_k)^n = exp(-rate t)`` with ``t = lr n`` (the exact
+    discrete form of Eq. 27); ``rate -> omega_k`` for ``lr omega_k -> 0``.
+    """
+    omega = np.asarray(omega, dtype=float)
+    with np.errstate(divide="ignore"):
+        return -np.log(np.abs(1.0 - lr * omega)) / lr
+
+
+def fit_relaxation_rates(
+    z: ArrayLike, z_star: ArrayLike, t: ArrayLike, threshold: float = 5.0, min_points: int = 3
+) -> tuple[np.ndarray, np.ndarray]:
+    """Relaxation rate of each mode fitted to the replica mean (Eq. 27), with a jackknife SE.
+
+    ``z`` (T, R, N) are recorded modes of R replicas at SDE times ``t`` (T,). For mode k the
+    rate is minus the least-squares slope of ``log|<z_k>(t) - z*_k|`` against ``t``, fitted where
+    ``t > 0`` and the deviation exceeds ``threshold`` standard errors of the replica mean (the
+    relaxation is resolved above the stationary noise of Eq. 30). The SE is a delete-one
+    jackknife over replicas on the same window. Replicas with NaN records (diverged) are left
+    out; a mode with fewer than ``min_points`` points, or fewer than 2 replicas, gives NaN.
+    """
+    z = np.asarray(z, dtype=float)
+    z = z[:, ~np.isnan(z).any(axis=(0, 2))]
+    t = np.asarray(t, dtype=float)
+    z_star = np.asarray(z_star, dtype=float)
+    n_modes, R = z.shape[2], z.shape[1]
+    rate, se = np.full(n_modes, np.nan), np.full(n_modes, np.nan)
+    if R < 2:
+        return rate, se
+    dev = z.mean(axis=1) - z_star
+    mean_se = z.std(axis=1, ddof=1) / np.sqrt(R)
+    for k in range(n_modes):
+        window = (t > 0) & (np.abs(dev[:, k]) > threshold * mean_se[:, k])
+        if window.sum() < min_points:
+            continue
+
+        def decay_rate(replicas: np.ndarray, k: int = k, window: np.ndarray = window) -> float:
+            log_dev = np.log(np.abs(replicas.mean(axis=0) - z_star[k]))
+            return -stats.line_fit(t[window], log_dev).slope
+
+        fit, fit_se = stats.jackknife(decay_rate, z[window, :, k].T)
+        rate[k], se[k] = float(fit), float(fit_se)
+    return rate, se
+
+
 def mp_edge_check(X: ArrayLike, sigma_x2: float) -> dict[str, float]:
     """Smallest Hessian eigenvalue vs the Marchenko-Pastur lower edge (text after Eq. 27).
 
@@ -283,7 +333,9 @@ def relaxation_dataset(run: RelaxationRun, sigma_x2: float | None = None) -> xr.
     ``loss_sgd_mean``/``loss_sgd_se`` (time); ``loss_theory_mean_only`` (Eq. 26 at the mean),
     ``loss_theory`` (plus the transient noise variance), ``loss_theory_stationary`` (mean plus
     the stationary tr(HM)/2) (time); ``omega``, ``z_star``, ``z_init`` (mode); scalars
-    ``optimal_loss``, ``stationary_excess_loss``, ``omega_min`` and, if ``sigma_x2`` is given,
+    ``optimal_loss``, ``stationary_excess_loss``, ``omega_min``; the rates ``omega_fit``,
+    ``omega_fit_se`` (:func:`fit_relaxation_rates`) and ``omega_discrete``
+    (:func:`discrete_rates`) (mode); the flag ``diverged``; and, if ``sigma_x2`` is given,
     ``mp_lower_edge``, ``mp_lower_edge_paper``, ``omega_min_over_mp_edge``.
     """
     R = run.z.shape[1]
@@ -299,6 +351,7 @@ def relaxation_dataset(run: RelaxationRun, sigma_x2: float | None = None) -> xr.
     z_std = np.nanstd(run.z, axis=1, ddof=1) if R > 1 else np.zeros_like(z_mean)
     loss_std = np.nanstd(run.loss, axis=1, ddof=1) if R > 1 else np.zeros(t.size)
     eq27 = f"{P000} Eq. 27"
+    omega_fit, omega_fit_se = fit_relaxation_rates(run.z, run.z_star, t)
     data_vars = {
         "z_sgd": (
             ("replica", "time", "mode"),
@@ -396,6 +449,34 @@ def relaxation_dataset(run: RelaxationRun, sigma_x2: float | None = None) -> xr.
             (),
             float(run.omega[0]),
             attrs("smallest relaxation rate omega_0", "1", f"{P000} Eq. 27"),
+        ),
+        "omega_fit": (
+            ("mode",),
+            omega_fit,
+            attrs("relaxation rate fitted to the replica-mean mode", "1", f"{eq27}, fit"),
+        ),
+        "omega_fit_se": (
+            ("mode",),
+            omega_fit_se,
+            attrs("jackknife standard error of omega_fit (over replicas)", "1", f"{eq27}, fit"),
+        ),
+        "omega_discrete": (
+            ("mode",),
+            discrete_rates(run.omega, run.lr),
+            attrs(
+                "decay rate of the exact SGD mean, -log|1 - lr omega| / lr",
+                "1",
+                f"{eq27}, discrete time",
+            ),
+        ),
+        "diverged": (
+            (),
+            np.int8(run.diverged),
+            {
+                **attrs("a replica left the stability bound (1) or not (0)", "1", f"{P000} Eq. 11"),
+                "flag_values": np.array([0, 1], dtype=np.int8),
+                "flag_meanings": "stable diverged",
+            },
         ),
     }
     if sigma_x2 is not None:

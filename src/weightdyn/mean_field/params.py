@@ -1,0 +1,205 @@
+"""The config dialect shared by the five mean-field experiments of paper 002 (E1-E5).
+
+Every experiment writes its nested settings in one form, validated here (ConfigError naming the
+key and what is allowed; the sweep prefix ``sweeps.<name>.`` is added by :mod:`weightdyn.sweep`):
+
+- ``measure: {kind: gauss_legendre | grid, size: M}``: the input measure mu of Eq. 2;
+- ``target: {kind: sin | tanh_bumps, amplitude: A, bumps: [[c, a, h], ...]}``: the target f;
+- ``unit: {kind: tanh | shifted_tanh, beta: B}``: the unit phi(w, x) of Eq. 1 (``beta`` only for
+  ``shifted_tanh``);
+- a diagonal Gaussian law ``{mean: [...], std: [...]}`` (one number per weight component), e.g.
+  ``init`` (the initial density p0) or ``p_star``.
+
+Each experiment has a ``part`` axis: its main part (the cells a researcher sweeps) is the default,
+the companion cells its summary needs (reference solutions, checks) are added by ``extra_cells``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from weightdyn.agreement import Agreement, agreement
+from weightdyn.experiments import REQUIRED, ConfigError, Param
+from weightdyn.mean_field import model
+
+MEASURE_KINDS = ("gauss_legendre", "grid")
+TARGET_KINDS = ("sin", "tanh_bumps")
+UNIT_KINDS = ("tanh", "shifted_tanh")
+PAPER = "002"
+
+
+def _allowed(values: Sequence[Any]) -> str:
+    return "allowed: " + ", ".join(repr(v) for v in values)
+
+
+def keys(value: Any, key: str, required: Sequence[str], optional: Sequence[str] = ()) -> dict:
+    """``value`` as a mapping with exactly the ``required`` keys (plus any of ``optional``)."""
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{key}: {value!r} must be a mapping with keys {list(required)}")
+    unknown = sorted(set(value) - {*required, *optional})
+    if unknown:
+        raise ConfigError(f"{key}: unknown keys {unknown}; allowed: {[*required, *optional]}")
+    missing = [k for k in required if k not in value]
+    if missing:
+        raise ConfigError(f"{key}: missing keys {missing}; allowed: {[*required, *optional]}")
+    return dict(value)
+
+
+def choice(value: Any, key: str, allowed: Sequence[str]) -> str:
+    """``value`` if it is one of ``allowed``."""
+    if value not in allowed:
+        raise ConfigError(f"{key}: {value!r} is not allowed; {_allowed(allowed)}")
+    return value
+
+
+def number(value: Any, key: str, low: float = 0.0, integer: bool = False, strict=True) -> Any:
+    """A finite number ``> low`` (``>= low`` unless ``strict``), an integer if ``integer``."""
+    kind = "an integer" if integer else "a number"
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and np.isfinite(value)
+    if ok and integer:
+        ok = float(value).is_integer()
+    if ok:
+        ok = value > low if strict else value >= low
+    if not ok:
+        raise ConfigError(
+            f"{key}: {value!r} is not allowed; allowed: {kind} {'>' if strict else '>='} {low:g}"
+        )
+    return int(value) if integer else float(value)
+
+
+def vector(value: Any, key: str, size: int, positive: bool = False, names: Sequence[str] = ()):
+    """``size`` finite numbers (each > 0 if ``positive``) as a float array."""
+    what = f"{size} {'positive ' if positive else ''}numbers" + (
+        f" ({', '.join(names)})" if names else ""
+    )
+    try:
+        array = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        array = np.full(0, np.nan)
+    if (
+        isinstance(value, str | Mapping)
+        or array.shape != (size,)
+        or not np.all(np.isfinite(array))
+        or (positive and np.any(array <= 0))
+    ):
+        raise ConfigError(f"{key}: {value!r} is not allowed; allowed: {what}")
+    return array
+
+
+def measure(value: Any, key: str = "measure") -> model.Measure:
+    """The input measure of ``{kind, size}``."""
+    spec = keys(value, key, ("kind", "size"))
+    kind = choice(spec["kind"], f"{key}.kind", MEASURE_KINDS)
+    size = number(spec["size"], f"{key}.size", 2, integer=True, strict=False)
+    return model.make_measure({"kind": kind, "size": size})
+
+
+def target(value: Any, key: str = "target") -> Callable[[np.ndarray], np.ndarray]:
+    """The target function of ``{kind, amplitude[, bumps]}``."""
+    spec = keys(value, key, ("kind", "amplitude"), ("bumps",))
+    choice(spec["kind"], f"{key}.kind", TARGET_KINDS)
+    number(spec["amplitude"], f"{key}.amplitude", strict=False, low=-np.inf)
+    if "bumps" in spec:
+        if spec["kind"] != "tanh_bumps":
+            raise ConfigError(f"{key}.bumps: only for kind 'tanh_bumps', not {spec['kind']!r}")
+        bumps = np.asarray(spec["bumps"], dtype=object)
+        if bumps.ndim != 2 or bumps.shape[1] != 3:
+            raise ConfigError(
+                f"{key}.bumps: {spec['bumps']!r} is not allowed; allowed: [[c, a, h], ...]"
+            )
+    return model.make_target(spec)
+
+
+def unit(value: Any, key: str = "unit", allowed: Sequence[str] = UNIT_KINDS) -> model.Unit:
+    """The unit of ``{kind[, beta]}`` (``beta`` > 0 is required for ``shifted_tanh``)."""
+    if isinstance(value, Mapping) and value.get("kind") == "shifted_tanh":
+        spec = keys(value, key, ("kind", "beta"))
+        number(spec["beta"], f"{key}.beta")
+    else:
+        spec = keys(value, key, ("kind",))
+    return model.make_unit({"kind": choice(spec["kind"], f"{key}.kind", allowed), **spec})
+
+
+def gaussian(value: Any, key: str, names: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and standard deviations of the diagonal Gaussian ``{mean: [...], std: [...]}``."""
+    spec = keys(value, key, ("mean", "std"))
+    size = len(names)
+    mean = vector(spec["mean"], f"{key}.mean", size, names=names)
+    return mean, vector(spec["std"], f"{key}.std", size, positive=True, names=names)
+
+
+def multiple(value: float, step: float, key: str, step_name: str) -> float:
+    """``value`` as an exact multiple of ``step`` (``value`` rounded to the step grid)."""
+    steps = round(value / step)
+    if steps < 1 or abs(steps * step - value) > 1e-9 * max(1.0, value):
+        raise ConfigError(
+            f"{key}: {value!r} is not allowed; allowed: a multiple of {step_name} = {step}"
+        )
+    return steps * step
+
+
+def part(allowed: Sequence[str], text: str) -> Param:
+    """The ``part`` axis: which part of the experiment a cell computes (default: the main part)."""
+    return Param("part", str, allowed[0], f"part of the experiment: {text}", axis=True,
+                 allowed=tuple(allowed))  # fmt: skip
+
+
+def dict_param(name: str, long_name: str, default: Any = REQUIRED) -> Param:
+    """A nested-mapping setting (validated by the experiment's ``derive``)."""
+    return Param(name, dict, default, long_name)
+
+
+def require(params: Mapping[str, Any], names: Sequence[str], part_: str) -> None:
+    """Refuse a cell of part ``part_`` that lacks one of the axes ``names``."""
+    for name in names:
+        if params.get(name) is None:
+            raise ConfigError(f"{name}: missing; cells of part {part_!r} need a value of {name!r}")
+
+
+def resources(params: Mapping[str, Any], attempt: int) -> dict[str, int]:
+    """Cluster request of one mean-field cell (as the old rule: 4 GB, 1 h), doubled per retry."""
+    return {"mem_mb": 4000 * attempt, "runtime": 60 * attempt}
+
+
+def by_part(
+    datasets: Sequence[xr.Dataset], params: Sequence[Mapping[str, Any]], key: str | None = None
+) -> dict[str, list[tuple[Mapping[str, Any], xr.Dataset]]]:
+    """The cells of a sweep grouped by ``part``, each group sorted by ``params[key]``."""
+    out: dict[str, list[tuple[Mapping[str, Any], xr.Dataset]]] = {}
+    for p, ds in zip(params, datasets, strict=True):
+        out.setdefault(p["part"], []).append((p, ds))
+    if key is not None:
+        for group in out.values():
+            if all(p.get(key) is not None for p, _ in group):
+                group.sort(key=lambda pair: pair[0][key])
+    return out
+
+
+def need_cells(groups: Mapping[str, list], part_: str, count: int, what: str) -> None:
+    """Refuse a summary whose sweep has fewer than ``count`` cells of part ``part_``."""
+    have = len(groups.get(part_, []))
+    if have < count:
+        raise ConfigError(
+            f"part: the summary needs >= {count} cells of part {part_!r} ({what}); the sweep has {have}"
+        )
+
+
+def exponent(label: str, compared: str, equations: str, ds: xr.Dataset, name: str,
+             expected: float) -> Agreement:  # fmt: skip
+    """A fitted exponent ``name`` (with ``name_se`` if present) against its predicted value."""
+    se = ds[f"{name}_se"] if f"{name}_se" in ds else xr.DataArray(np.nan)
+    return agreement(label, compared, equations, ds[name], expected, se, paper=PAPER)
+
+
+def row(label: str, compared: str, equations: str, sim, theory, sim_se=None) -> Agreement:
+    """One paper-002 agreement row (see :func:`weightdyn.agreement.agreement`)."""
+    return agreement(label, compared, equations, sim, theory, sim_se, paper=PAPER)
+
+
+def coordinate(values: Any, long_name: str, units: str = "1", source: str = "paper 002"):
+    """``(values, attrs)`` of a coordinate with CF attributes."""
+    return values, {"long_name": long_name, "units": units, "source": source}

@@ -1,0 +1,385 @@
+"""The single-layer stationary-covariance experiment (paper 000 Sec. II, Fig. 4, App. C, issue 7).
+
+One cell is one teacher-student data set (N, P, sigma_eps2, data_seed; Eq. 1), one learning rate,
+batch size and sampling mode, one ``dynamics`` and one start (``init``). It holds, in ONE
+dataset, the theory (Eqs. 4-34: noise covariance C of Eq. 17, the Lyapunov covariance of
+Eq. 30, detailed balance Eq. 33, isotropic Eq. 34, and the exact discrete-time second moment of
+SGD, beyond Eq. 30) beside the simulated stationary covariance of the chosen dynamics:
+
+- ``sgd``: mini-batch SGD (Eqs. 10-11), stream ``single_layer/sgd`` seeded by the seven
+  old cell keys (so cells the old config could express, ``init: random`` included, are
+  bit-identical to the old main's);
+- ``sgf_additive`` / ``sgf_multiplicative``: Euler-Maruyama of the SDE of Eq. 13 with C(w*)
+  (Eq. 17) or C(w) (Eqs. 14-15) at step ``dt = dt_over_lr * lr``, covering the SDE time of the
+  SGD protocol; streams ``single_layer/<dynamics>``. These cells also hold ``eig_M_euler``, the
+  exact fixed point of the additive-noise Euler chain (Eq. 30 as dt -> 0). At ``dt = lr`` the
+  multiplicative chain has the second-moment recursion of SGD itself, so ``eig_M_discrete``
+  predicts it exactly as it predicts SGD;
+- ``none``: theory only.
+
+Simulated cells fill the variables of the old SGD files (``eig_M_sgd``, ``var_w_sgd``, ...)
+whatever the dynamics, so one name holds one estimator and a merged sweep compares dynamics by its
+``dynamics`` coordinate; their long names say "SGD or SGF". ``frobenius_error_eq30`` is the
+relative distance of the simulated covariance from Eq. 30 (the old SGD-vs-SGF figure's epsilon_F).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from weightdyn import resources, seeds, stats
+from weightdyn.agreement import Agreement, agreement
+from weightdyn.data import TeacherStudentData
+from weightdyn.experiments import REQUIRED, ConfigError, Experiment, Figure, Param, Params, Progress
+from weightdyn.io import attrs
+from weightdyn.plots import discrete, fig4, sgf
+from weightdyn.single_layer import theory
+from weightdyn.single_layer.datasets import euler_dataset, sgd_dataset, theory_dataset
+from weightdyn.single_layer.protocol import (
+    INITS,
+    SGDProtocol,
+    run_stationary_sgd,
+    run_stationary_sgf,
+)
+from weightdyn.single_layer.simulate import SAMPLING_MODES, SGDResult
+from weightdyn.single_layer.teacher_student import N_TEST, TEACHER_STUDENT
+
+DYNAMICS = ("sgd", "sgf_additive", "sgf_multiplicative", "none")
+SIMULATED = DYNAMICS[:3]
+#: the old cell dict: the seed keys of every stream and the axes of the old sweeps
+CELL_KEYS = ("N", "P", "sigma_eps2", "lr", "batch_size", "sampling", "data_seed")
+PROTOCOL_KEYS = tuple(
+    f.name for f in dataclasses.fields(SGDProtocol) if f.name not in ("init", "init_scale")
+)
+STREAMS = {d: f"single_layer/{d}" for d in SIMULATED}
+METHODS = {
+    "sgd": ("SGD", "paper 000 Eqs. 10-11 (SGD)"),
+    "sgf_additive": ("SGF (additive)", "paper 000 Eq. 13 with C(w*) of Eq. 17 (SGF)"),
+    "sgf_multiplicative": ("SGF (multiplicative)", "paper 000 Eq. 13 with C(w) of Eq. 15 (SGF)"),
+}
+#: long names and sources of the simulated variables in a cell of any dynamics
+SIM_METHOD = ("SGD or SGF", "paper 000 Eqs. 10-11 (SGD) or Eq. 13 (SGF), see dynamics")
+
+
+def _protocol_param(name: str, long_name: str, minimum: float) -> Param:
+    field = SGDProtocol.__dataclass_fields__[name]
+    kind = int if isinstance(field.default, int) else float
+    return Param(name, kind, field.default, long_name, minimum=minimum)
+
+
+POSITIVE = {"minimum": 0, "exclusive_minimum": True}
+PARAMS = (
+    Param("N", int, REQUIRED, "number of inputs N (weights)", axis=True, minimum=1),
+    Param("P", int, None, "number of training samples P", axis=True, minimum=1),
+    Param("p_over_n", float, None, "sample ratio P/N", axis=True, **POSITIVE),
+    Param("sigma_eps2", float, 0.25, "label-noise variance sigma_eps^2", axis=True, minimum=0),
+    Param("lr", float, 0.1, "learning rate lambda", axis=True, **POSITIVE),
+    Param("batch_size", int, 10, "mini-batch size S", axis=True, minimum=1),
+    Param("sampling", str, "with", "mini-batch sampling (replacement)", axis=True,
+          allowed=SAMPLING_MODES),  # fmt: skip
+    Param("data_seed", int, 0, "data realisation index", axis=True, minimum=0),
+    Param("dynamics", str, "sgd", "simulated dynamics (none: theory only)", axis=True,
+          allowed=DYNAMICS),  # fmt: skip
+    Param("init", str, "wstar", "start of the chains: w* or i.i.d. N(0, init_scale^2)",
+          axis=True, allowed=INITS),  # fmt: skip
+    Param("init_scale", float, 1.0, "standard deviation of a random start", axis=True,
+          **POSITIVE),  # fmt: skip
+    N_TEST,
+    _protocol_param("replicas", "independent chains per cell", 2),
+    _protocol_param("burnin_tau", "burn-in in slowest relaxation times tau (Eq. 27)", 0),
+    _protocol_param("burnin_min_steps", "least burn-in steps", 0),
+    _protocol_param("burnin_max_steps", "most burn-in steps", 0),
+    _protocol_param("sample_steps", "least sampling steps", 1),
+    _protocol_param("sample_tau", "least sampling length in relaxation times tau", 0),
+    _protocol_param("sample_max_steps", "most sampling steps", 1),
+    _protocol_param("thin", "steps between recorded snapshots", 1),
+    _protocol_param("n_blocks", "time blocks per chain (error groups)", 1),
+    Param("dt_over_lr", float, 1.0, "SGF Euler-Maruyama step dt / lr (SDE time t = lr tau)",
+          **POSITIVE),  # fmt: skip
+)
+
+
+# ---------------------------------------------------------------------------------- derive
+
+
+def _derive(params: dict[str, Any]) -> dict[str, Any]:
+    """P from p_over_n (P = round(p_over_n N)) or p_over_n = P/N; 1 <= batch_size <= P."""
+    N, P, ratio = params["N"], params.get("P"), params.get("p_over_n")
+    if (P is None) == (ratio is None):
+        got = "both" if P is not None else "neither"
+        raise ConfigError(f"P: give exactly one of 'P' or 'p_over_n' (got {got})")
+    if P is None:
+        P = round(ratio * N)
+        if P < 1:
+            raise ConfigError(
+                f"p_over_n: {ratio} with N={N} gives P={P}; allowed: p_over_n >= 1/(2N)"
+            )
+    params["P"], params["p_over_n"] = int(P), P / N
+    if params["batch_size"] > P:
+        raise ConfigError(
+            f"batch_size: {params['batch_size']} exceeds the sample number P={P} (N={N}); "
+            "allowed: 1 <= batch_size <= P"
+        )
+    return params
+
+
+# ---------------------------------------------------------------------------------- one cell
+
+
+def protocol(params: Params) -> SGDProtocol:
+    """The stationary protocol of a cell: its settings and its ``init`` / ``init_scale``."""
+    settings = {key: params[key] for key in (*PROTOCOL_KEYS, "init", "init_scale")}
+    return SGDProtocol(**settings)
+
+
+def _simulate(
+    data: TeacherStudentData, params: Params, progress: Progress
+) -> tuple[np.ndarray, SGDResult]:
+    """(w*, moments) of the cell's dynamics, seeded by the old seven cell keys."""
+    dynamics = params["dynamics"]
+    rng = seeds.generator(STREAMS[dynamics], {key: params[key] for key in CELL_KEYS})
+    args = (data, params["lr"], params["batch_size"], params["sampling"], protocol(params), rng)
+    if dynamics == "sgd":
+        return run_stationary_sgd(*args, progress=progress)
+    noise = dynamics.removeprefix("sgf_")
+    return run_stationary_sgf(*args, noise, params["dt_over_lr"], progress=progress)
+
+
+def _frobenius_error(
+    data: TeacherStudentData, params: Params, result: SGDResult
+) -> xr.Dataset:
+    """||M_sim - M_30||_F / ||M_30||_F of the covariance about w* (NaN if diverged or M_30 = 0)."""
+    H = theory.hessian(data.X)
+    C = theory.noise_covariance(data.X, data.y, params["batch_size"], params["sampling"])
+    M30 = theory.stationary_covariance(H, C, params["lr"])
+    norm = np.linalg.norm(M30)
+    error = np.nan
+    if not result.diverged and norm > 0:
+        covs = stats.group_covariances(result.sum_dw, result.sum_dwdw, result.n_records)
+        error = float(np.linalg.norm(covs.mean(axis=0) - M30) / norm)
+    long_name = f"relative Frobenius distance ||M_sim - M_30||_F / ||M_30||_F ({SIM_METHOD[0]})"
+    src = f"{SIM_METHOD[1]}; paper 000 Eq. 30"
+    return xr.Dataset({"frobenius_error_eq30": ((), error, attrs(long_name, "1", src))})
+
+
+def run_cell(params: Params, progress: Progress) -> xr.Dataset:
+    """Theory of the cell, plus the stationary moments of its dynamics unless it is ``none``."""
+    data: TeacherStudentData = params["data"]
+    if (data.N, data.P) != (params["N"], params["P"]):
+        raise ValueError(f"data set has N={data.N}, P={data.P}; the cell {params['N']}, "
+                         f"{params['P']}")  # fmt: skip
+    lr, S, sampling, dynamics = (params[k] for k in ("lr", "batch_size", "sampling", "dynamics"))
+    progress(f"theory: N={data.N}, P={data.P}, lr={lr:g}, S={S}, sampling {sampling}")
+    parts = [theory_dataset(data, lr, S, sampling)]
+    if dynamics != "none":
+        w_star, result = _simulate(data, params, progress)
+        progress(f"{dynamics}: diverged={result.diverged}, {result.elapsed_s:.1f} s")
+        parts += [sgd_dataset(data, w_star, result, *SIM_METHOD)]
+        parts += [_frobenius_error(data, params, result)]
+    if dynamics.startswith("sgf_"):
+        parts.append(euler_dataset(data, lr, S, sampling, params["dt_over_lr"] * lr))
+    return xr.merge(parts)
+
+
+def _resources(params: Params, attempt: int) -> dict[str, int]:
+    """Theory (O(N^3 + P N^2)) plus the simulation: SGD costs S N multiply-adds per
+    replica-step, additive SGF about N^2, multiplicative SGF about 2 P N (its P normals)."""
+    request = resources.single_layer_theory(params, attempt)
+    dynamics = params["dynamics"]
+    if dynamics == "none":
+        return request
+    N, P, S = params["N"], params["P"], params["batch_size"]
+    width = {"sgd": S, "sgf_additive": N, "sgf_multiplicative": 2 * P}[dynamics]
+    scale = 1.0 if dynamics == "sgd" else 1.0 / params["dt_over_lr"]
+    steps = {k: math.ceil(scale * params[k]) for k in ("burnin_max_steps", "sample_max_steps")}
+    proto = {key: params[key] for key in PROTOCOL_KEYS} | steps
+    sim = resources.single_layer_sgd({**params, "batch_size": width}, proto, attempt)
+    return {
+        "mem_mb": max(request["mem_mb"], sim["mem_mb"]),
+        "runtime": request["runtime"] + sim["runtime"],
+    }
+
+
+# ------------------------------------------------------------------------------ agreement
+
+
+def _cells(ds: xr.Dataset, mask: np.ndarray) -> xr.Dataset:
+    return ds.isel(cell=np.flatnonzero(mask))
+
+
+def _pooled_rows(ds: xr.Dataset, dynamics: str, label: str) -> list[Agreement]:
+    """Spectra (Figs. 4b, SGD vs SGF) and, for SGD, the Fig. 4a rows, pooled over the cells."""
+    name = METHODS[dynamics][0]
+    rows = [
+        agreement(label, f"eigenvalues of the {name} covariance about w* vs M (Lyapunov)",
+                  "Eqs. 13, 30" if dynamics != "sgd" else "Eqs. 30-31",
+                  ds["eig_M_sgd"], ds["eig_M_lyapunov"], ds["eig_M_sgd_se"]),
+    ]  # fmt: skip
+    if dynamics != "sgd":
+        return rows
+    stable = (ds["diverged"] == 0) & (ds["second_moment_radius"] < 1)
+    rows += [
+        agreement(label, "SGD temporal weight variance vs tr M / N", "Eqs. 30-31",
+                  ds["var_w_sgd"], ds["var_w_theory"], ds["var_w_sgd_se"]),
+        agreement(label, "SGD training loss vs L* + tr(HM)/2", "Eqs. 9, 26, 30",
+                  ds["train_loss"], ds["train_loss_theory"], ds["train_loss_se"]),
+        agreement(label, "eigenvalues of the SGD covariance vs the exact discrete-time fixed "
+                  "point", "beyond Eq. 30 (docs/discrete_covariance.md)",
+                  ds["eig_M_sgd"].where(stable), ds["eig_M_discrete"],
+                  ds["eig_M_sgd_se"].where(stable), paper="000+"),
+    ]  # fmt: skip
+    return rows
+
+
+def _trace_rows(ds: xr.Dataset, dynamics: str, label: str, at: str) -> list[Agreement]:
+    """tr M about w* (as the mean variance tr M / N) against Eq. 30 and the exact fixed point of
+    the simulated chain: the discrete recursion (SGD; multiplicative SGF at dt = lr) or the
+    additive-noise Euler chain (additive SGF)."""
+    name = METHODS[dynamics][0]
+    sim, se = ds["var_w_sgd_wstar"], ds["var_w_sgd_wstar_se"]
+    N = ds["N"]
+    discrete_tr = ds["eig_M_discrete"].sum("mode", min_count=1) / N
+    beyond = "beyond Eq. 30 (docs/discrete_covariance.md)"
+    if dynamics == "sgd":
+        stable = (ds["diverged"] == 0) & (ds["second_moment_radius"] < 1)
+        return [
+            agreement(label, f"tr M of SGD (about w*) vs the exact discrete-time fixed point{at}",
+                      beyond, sim.where(stable), discrete_tr, se.where(stable), paper="000+"),
+        ]  # fmt: skip
+    rows = [
+        agreement(label, f"tr M of {name} (about w*) vs tr M of Eq. 30{at}", "Eqs. 13, 30",
+                  sim, ds["var_w_theory"], se),
+    ]  # fmt: skip
+    if dynamics == "sgf_additive":
+        euler_tr = ds["eig_M_euler"].sum("mode", min_count=1) / N
+        rows.append(agreement(
+            label, f"tr M of {name} vs the exact fixed point of its Euler chain (step dt){at}",
+            "Eq. 13 discretised (beyond Eq. 30)", sim, euler_tr, se, paper="000+"))  # fmt: skip
+    else:
+        at_lr = np.isclose(ds["dt"], ds["lr"])  # the SGD recursion holds at dt = lr
+        rows.append(agreement(
+            label, f"tr M of {name} (dt = lr) vs the exact discrete-time fixed point{at}",
+            beyond, sim.where(at_lr), discrete_tr, se.where(at_lr), paper="000+"))  # fmt: skip
+    return rows
+
+
+def _divergence_row(ds: xr.Dataset, label: str) -> list[Agreement]:
+    """Observed SGD divergence vs the second-moment stability limit, if the sweep reaches it."""
+    predicted = ds["second_moment_radius"] >= 1
+    if not (bool(predicted.any()) or bool((ds["diverged"] == 1).any())):
+        return []
+    bounded = ds["eig_M_sgd"].isel(mode=0).notnull() | (ds["diverged"] == 1)
+    return [
+        agreement(label, "1 + SGD diverged (0/1) vs 1 + predicted radius >= 1 (deviation 0 "
+                  "where they agree)", "spectral radius of M -> E_B[(I - lr H_B) M (I - lr "
+                  "H_B)^T]", (1 + ds["diverged"]).where(bounded), 1 + predicted, paper="000+"),
+    ]  # fmt: skip
+
+
+def _theory_row(ds: xr.Dataset, label: str) -> list[Agreement]:
+    """Fig. 4c: theory only, ||M_30|| (broken detailed balance) against the isotropic ||M_34||."""
+    return [
+        agreement(label, "theory only: ||M_30|| (broken detailed balance) vs ||M_34|| "
+                  "(isotropic)", "Eqs. 30, 34", ds["m_lyapunov_over_isotropic"], 1.0),
+    ]  # fmt: skip
+
+
+def _agreement(ds: xr.Dataset, label: str) -> list[Agreement]:
+    """Rows of one sweep, only for what it holds: the theory-only row of its ``none`` cells;
+    per simulated dynamics the pooled spectra (and, for SGD, Fig. 4a and the discrete spectra);
+    per learning rate tr M against Eq. 30 (SGF) and the exact fixed point of each chain; the
+    divergence row if the sweep reaches the stability limit. Rows without points are left out."""
+    dynamics = ds["dynamics"].values
+    rows = _theory_row(_cells(ds, dynamics == "none"), label) if "none" in dynamics else []
+    lrs = np.unique(ds["lr"].values)
+    for name in SIMULATED:
+        cells = _cells(ds, dynamics == name)
+        if cells.sizes["cell"] == 0:
+            continue
+        rows += _pooled_rows(cells, name, label)
+        for lr in lrs:
+            at_lr = _cells(cells, cells["lr"].values == lr)
+            if at_lr.sizes["cell"]:
+                at = f" (lr = {lr:g})" if lrs.size > 1 else ""
+                rows += _trace_rows(at_lr, name, label, at)
+        if name == "sgd":
+            rows += _divergence_row(cells, label)
+    return [row for row in rows if row.points > 0]
+
+
+# -------------------------------------------------------------------------------- figures
+
+FIGURES = {
+    "variance_vs_size": Figure(
+        fig4.variance_vs_size,
+        "**Paper 000 Fig. 4a.** Mean temporal weight variance of SGD against N/P at fixed P "
+        "(±1 s.e.), the trace of the Lyapunov solution tr M/N (Eq. 30) and the isotropic "
+        "value λσ²/2S (Eq. 34); below, train and test loss against Eqs. 9 and 30.",
+    ),
+    "spectra": Figure(
+        fig4.spectra,
+        "**Paper 000 Fig. 4b.** Sorted eigenvalues of the SGD weight covariance about w* "
+        "(band ±2 s.e.) over λσ²/2S against Eq. 30 (Lyapunov), Eq. 33 (detailed balance) and "
+        "Eq. 34 (isotropic), one colour per P/N.",
+    ),
+    "theory_extremes": Figure(
+        fig4.theory_extremes,
+        "**Paper 000 Fig. 4c.** Largest and smallest eigenvalue of M (Eqs. 30, 33) over "
+        "λσ²/2S against P/N − 1 and the norm ratios ||Q||/||C|| (Eq. 31) and ||M₃₀||/||M₃₄||; "
+        "theory only, band ±1 s.e. over data sets.",
+    ),
+    "discrete_trace": Figure(
+        discrete.fig_trace_vs_lr,
+        "**Beyond paper 000 (issue 7).** tr M of SGD about w* over tr M of Eq. 30 against λ "
+        "(±1 s.e.) with the exact discrete-time fixed point (lines) and its divergence "
+        "(dotted), per batch size S and P/N.",
+    ),
+    "discrete_spectra": Figure(
+        discrete.fig_spectra_at_max_stable_lr,
+        "**Beyond paper 000 (issue 7).** Sorted eigenvalues of M at the largest stable λ of "
+        "the sweep: SGD (±1 s.e.), the exact discrete-time theory and Eq. 30, over λσ²/2S.",
+    ),
+    "discrete_divergence": Figure(
+        discrete.fig_divergence_lr,
+        "**Beyond paper 000 (issue 7).** Observed divergence bracket of SGD against the "
+        "learning rate at which the exact second-moment map loses stability; crosses: the "
+        "full-batch bound 2/ω_max.",
+    ),
+    "dynamics_spectra": Figure(
+        sgf.dynamics_spectra,
+        "**Paper 000 Eq. 13.** Sorted eigenvalues of the stationary covariance about w* of "
+        "SGD and of the stochastic gradient flow with additive (C(w*), Eq. 17) and "
+        "multiplicative (C(w), Eq. 15) noise (±2 s.e.) over λσ²/2S, against Eq. 30 and "
+        "Eq. 34; ε_F is the relative Frobenius distance from Eq. 30.",
+    ),
+    "dynamics_vs_lr": Figure(
+        sgf.dynamics_vs_lr,
+        "**Paper 000 Eqs. 11, 13, 30.** tr M about w* over tr M of Eq. 30 against λ for SGD, "
+        "SGF with additive and with multiplicative noise (±1 s.e.), with the exact "
+        "discrete-time fixed point of SGD (solid; also that of multiplicative SGF at dt = λ), "
+        "the fixed point of the additive Euler chain (dashed) and Eq. 30 (dotted, 1).",
+    ),
+}
+
+EXPERIMENTS = {
+    "single_layer": Experiment(
+        name="single_layer",
+        family="single_layer",
+        title="single-layer stationary weight covariance: SGD or SGF vs theory",
+        source="paper 000 Eqs. 10-17, 27, 30-34, App. C; exact discrete recursion (issue 7)",
+        params=PARAMS,
+        run_cell=run_cell,
+        derive=_derive,
+        identity=(*CELL_KEYS, "dynamics", "init", "init_scale"),
+        agreement=_agreement,
+        figures=FIGURES,
+        default_figures=("variance_vs_size", "spectra"),
+        resources=_resources,
+        data=TEACHER_STUDENT,
+    )
+}
