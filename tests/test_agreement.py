@@ -1,29 +1,20 @@
 """Paper-scale agreement of SGD with the Lyapunov theory (paper 000 Fig. 4b point, P/N = 2).
 
 N = 100, lr = 0.1, S = 10, sigma_eps^2 = 0.25, P = 200, R = 64 replicas, burn-in >= 2 tau and
-9e5 sampling steps, covariance about w*. About a minute on one core.
+9e5 sampling steps (the ``single_layer`` experiment's default protocol), covariance about w*.
+One cell of the registry, run as the workflow runs it. About a minute on one core.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+import xarray as xr
 
-from weightdyn import seeds, stats
-from weightdyn.data import teacher_student
-from weightdyn.single_layer import theory
-from weightdyn.single_layer.datasets import sgd_dataset, theory_dataset
-from weightdyn.single_layer.protocol import SGDProtocol, run_stationary_sgd
+from weightdyn import experiments, sweep
+from weightdyn.single_layer.teacher_student import TEACHER_STUDENT
 
-CELL = {
-    "N": 100,
-    "P": 200,
-    "sigma_eps2": 0.25,
-    "lr": 0.1,
-    "batch_size": 10,
-    "sampling": "with",
-    "data_seed": 0,
-}
+CELL = {"N": 100, "P": 200, "sigma_eps2": 0.25, "lr": 0.1, "batch_size": 10, "sampling": "with"}
 
 
 def _relative(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -31,31 +22,19 @@ def _relative(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 @pytest.fixture(scope="module")
-def paper_point():
-    data = teacher_student(100, 200, 0.25, seeds.generator("single_layer/data", CELL))
-    protocol = SGDProtocol(replicas=64, burnin_tau=2.0, sample_steps=900_000, thin=10, n_blocks=4)
-    w_star, result = run_stationary_sgd(
-        data, 0.1, 10, "with", protocol, seeds.generator("single_layer/sgd", CELL)
-    )
-    return (
-        data,
-        w_star,
-        result,
-        theory_dataset(data, 0.1, 10, "with"),
-        sgd_dataset(data, w_star, result),
-    )
+def paper_point() -> xr.Dataset:
+    exp = experiments.get("single_layer")
+    (cell,) = sweep.expand_sweep("fig4b", {"experiment": "single_layer", **CELL}).cells
+    data = TEACHER_STUDENT.load(TEACHER_STUDENT.make(cell.params))
+    return exp.run_cell({**cell.params, "data": data}, lambda _: None)
 
 
 @pytest.mark.slow
 def test_sgd_covariance_matches_eq30(paper_point) -> None:
-    data, _, result, th, sim = paper_point
-    assert result.burnin_steps >= 2 * float(th["tau_steps"])
-    eig_sgd = sim["eig_M_sgd"].values
-    err30 = _relative(eig_sgd, th["eig_M_lyapunov"].values)
-    H = theory.hessian(data.X)
-    M30 = theory.stationary_covariance(H, theory.noise_covariance(data.X, data.y, 10), 0.1)
-    covs = stats.group_covariances(result.sum_dw, result.sum_dwdw, result.n_records)
-    frob = np.linalg.norm(covs.mean(0) - M30) / np.linalg.norm(M30)
+    ds = paper_point
+    assert int(ds["burnin_steps"]) >= 2 * float(ds["tau_steps"])
+    err30 = _relative(ds["eig_M_sgd"].values, ds["eig_M_lyapunov"].values)
+    frob = float(ds["frobenius_error_eq30"])
     print(f"Eq. 30: median {np.median(err30):.4f}, max {err30.max():.4f}, Frobenius {frob:.4f}")
     assert np.median(err30) <= 0.025
     assert err30.max() <= 0.08
@@ -64,11 +43,11 @@ def test_sgd_covariance_matches_eq30(paper_point) -> None:
 
 @pytest.mark.slow
 def test_isotropic_and_detailed_balance_fail_where_eq30_holds(paper_point) -> None:
-    _, _, _, th, sim = paper_point
-    eig_sgd = sim["eig_M_sgd"].values
-    err34 = _relative(np.full_like(eig_sgd, float(th["M_isotropic"])), eig_sgd)
-    err33 = _relative(th["eig_M_detailed_balance"].values, eig_sgd)
-    err30 = _relative(th["eig_M_lyapunov"].values, eig_sgd)
+    ds = paper_point
+    eig_sgd = ds["eig_M_sgd"].values
+    err34 = _relative(np.full_like(eig_sgd, float(ds["M_isotropic"])), eig_sgd)
+    err33 = _relative(ds["eig_M_detailed_balance"].values, eig_sgd)
+    err30 = _relative(ds["eig_M_lyapunov"].values, eig_sgd)
     print(
         f"Eq. 34 median {np.median(err34):.3f}; Eq. 33 extreme {err33.max():.3f} "
         f"(median {np.median(err33):.3f}); Eq. 30 rms {np.sqrt(np.mean(err30**2)):.4f}, "
@@ -81,8 +60,8 @@ def test_isotropic_and_detailed_balance_fail_where_eq30_holds(paper_point) -> No
 
 @pytest.mark.slow
 def test_mean_variance_matches_trace_of_eq30(paper_point) -> None:
-    _, _, _, th, sim = paper_point
-    rel = float(sim["var_w_sgd"] / th["var_w_theory"] - 1)
-    z = float((sim["var_w_sgd_wstar"] - th["var_w_theory"]) / sim["var_w_sgd_wstar_se"])
+    ds = paper_point
+    rel = float(ds["var_w_sgd"] / ds["var_w_theory"] - 1)
+    z = float((ds["var_w_sgd_wstar"] - ds["var_w_theory"]) / ds["var_w_sgd_wstar_se"])
     print(f"var_w_sgd / tr(M)/N - 1 = {rel:.4f}; z-score about w* = {z:.2f}")
     assert abs(rel) <= 0.04

@@ -1,4 +1,5 @@
-"""Sweep conventions: canonical numbers, parameter-derived seeds, atomic writes, cell expansion."""
+"""Sweep conventions: canonical numbers, parameter-derived seeds, atomic writes (cell expansion:
+test_sweep.py)."""
 
 from __future__ import annotations
 
@@ -8,20 +9,9 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from weightdyn import io, seeds, sweep
+from weightdyn import io, seeds
 from weightdyn.data import teacher_student
 from weightdyn.single_layer.protocol import SGDProtocol, run_stationary_sgd
-
-BLOCK = {
-    "N": [10],
-    "p_over_n": [2.0],
-    "sigma_eps2": [0.25],
-    "lr": [0.1],
-    "batch_size": [5],
-    "sampling": ["with"],
-    "data_seed": [0],
-}
-
 
 @pytest.mark.parametrize(
     ("values", "text"),
@@ -51,26 +41,6 @@ def test_seeds_depend_on_values_not_on_order_or_spelling() -> None:
     np.testing.assert_array_equal(a, b)
     assert not np.array_equal(a, c)
     assert not np.array_equal(a, d)
-
-
-def test_adding_a_value_keeps_existing_cells() -> None:
-    before = sweep.single_layer_cells("x", BLOCK)
-    after = sweep.single_layer_cells("x", {**BLOCK, "p_over_n": [1.5, 2.0, 4.0]})
-    names = [sweep.cell_name(c) for c in after]
-    assert sweep.cell_name(before[0]) in names
-    assert [c["P"] for c in after] == [15, 20, 40]
-
-
-def test_sweep_errors_name_the_key() -> None:
-    with pytest.raises(sweep.SweepError, match=r"sweeps\.x\.batch_size.*1 <= batch_size <= P"):
-        sweep.single_layer_cells("x", {**BLOCK, "batch_size": [50]})
-    with pytest.raises(sweep.SweepError, match="exactly one of 'P' or 'p_over_n'"):
-        sweep.single_layer_cells("x", {k: v for k, v in BLOCK.items() if k != "p_over_n"})
-
-
-def test_unique_cells_merges_shared_cells() -> None:
-    cells = sweep.single_layer_cells("x", BLOCK) + sweep.single_layer_cells("y", BLOCK)
-    assert len(sweep.unique_cells(cells)) == 1
 
 
 def test_write_atomic_leaves_no_partial_file(tmp_path: Path) -> None:

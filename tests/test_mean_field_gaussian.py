@@ -9,18 +9,20 @@ import numpy as np
 import pytest
 from scipy.linalg import expm
 
+from weightdyn import sweep
+from weightdyn.experiments import ConfigError
 from weightdyn.mean_field import gaussian as G
 from weightdyn.mean_field.model import TanhUnit, gauss_legendre, make_target
 
 BLOCK = {
+    "experiment": "mf_gaussian",
     "target": {
         "kind": "tanh_bumps",
         "amplitude": 3.0,
         "bumps": [[1.0, 6.0, 2.0], [-1.0, 6.0, -2.0]],
     },
     "measure": {"kind": "gauss_legendre", "size": 32},
-    "b_init": [0.5, 1.0, 0.3],
-    "cloud_std": [1.0, 1.0, 1.0],
+    "init": {"mean": [0.5, 1.0, 0.3], "std": [1.0, 1.0, 1.0]},
     "s": [0.003, 0.01, 0.03, 0.1],
     "t_end": 4.0,
     "dt": 0.02,
@@ -38,8 +40,9 @@ F = make_target(BLOCK["target"])(MEASURE.x)
 
 @pytest.fixture(scope="module")
 def summary():
-    results = [G.run_cell(BLOCK, cell, lambda _msg: None) for cell in G.cells(BLOCK)]
-    return G.summarize(BLOCK, results)
+    s = sweep.expand_sweep("g", BLOCK)
+    results = [G.run_cell(c.params, lambda _msg: None) for c in s.cells]
+    return G.summarize(results, [c.params for c in s.cells], s.settings)
 
 
 def test_hermite_nodes_carry_mean_and_covariance():
@@ -65,7 +68,7 @@ def test_hessian_blocks_of_a_linear_output_model():
 
 def test_ansatz_covariance_at_a_fixed_centre_is_a_matrix_exponential():
     """At a stationary b, Eq. 29 has the solution A(t) = exp(tH) A(0) exp(tH)."""
-    b = G.stationary_point(UNIT, BLOCK["b_init"], MEASURE, F, 1000.0)
+    b = G.stationary_point(UNIT, BLOCK["init"]["mean"], MEASURE, F, 1000.0)
     H = G.ansatz_hessian(UNIT, b, MEASURE, F)
     A0 = np.diag([1.0, 2.0, 0.5])
     bs, As = G.ansatz_trajectory(UNIT, b, A0, MEASURE, F, [0, 200, 400], 0.01)
@@ -77,25 +80,31 @@ def test_ansatz_covariance_at_a_fixed_centre_is_a_matrix_exponential():
 
 
 def test_cells_are_one_per_s_plus_the_stationary_analysis():
-    names = [c["name"] for c in G.cells(BLOCK)]
-    assert names == ["s0.003", "s0.01", "s0.03", "s0.1", "stationary_s0.000001"]
+    names = [c.id.split("__")[0] for c in sweep.expand_sweep("g", BLOCK).cells]
+    assert names == [f"part=cloud_s={s}" for s in ("0.003", "0.01", "0.03", "0.1")] + [
+        "part=stationary"
+    ]
 
 
 @pytest.mark.parametrize(
-    ("key", "value"),
-    [("s", [0.01, 0.02]), ("s", [0.0, 0.1, 0.2]), ("b_init", [1.0, 2.0]), ("outputs", 7),
-     ("hermite_points", 2), ("stationary_growth", 0.5), ("dt", -1.0)],
+    ("key", "value", "where"),
+    [("s", [0.0, 0.1, 0.2], "s"), ("s", [0.1, 0.5], "s"),
+     ("init", {"mean": [1.0, 2.0], "std": [1.0, 1.0, 1.0]}, "init.mean"), ("outputs", 7, "outputs"),
+     ("hermite_points", 2, "hermite_points"), ("stationary_growth", 0.5, "stationary_growth"),
+     ("dt", -1.0, "dt"), ("target", {"kind": "sin", "amplitude": 1.0, "bumps": [[1, 2, 3]]},
+     "target.bumps"), ("figures", ["nope"], "figures"), ("sigma", 1.0, "unknown keys")],
 )  # fmt: skip
-def test_bad_blocks_name_the_key(key, value):
+def test_bad_blocks_name_the_key(key, value, where):
     block = copy.deepcopy(BLOCK)
     block[key] = value
-    with pytest.raises(ValueError, match=key):
-        G.cells(block)
+    with pytest.raises(ConfigError, match=where):
+        sweep.expand_sweep("g", block)
 
 
-def test_unknown_key_is_refused():
-    with pytest.raises(ValueError, match="unknown keys"):
-        G.cells({**BLOCK, "sigma": 1.0})
+def test_summary_needs_three_cloud_widths():
+    settings = sweep.expand_sweep("g", {**BLOCK, "s": [0.01, 0.02]}).settings
+    with pytest.raises(ConfigError, match="part 'cloud'"):
+        G.summarize([], [], settings)
 
 
 def test_errors_scale_as_s_squared(summary):
@@ -137,13 +146,14 @@ def test_every_variable_has_attributes(summary):
         assert {"long_name", "units", "source"} <= set(var.attrs), name
 
 
-@pytest.mark.parametrize("name", G.FIGURES)
+@pytest.mark.parametrize("name", sorted(G.FIGURES))
 def test_figures_draw(summary, name):
-    fig = G.plot(summary, name)
+    fig = G.FIGURES[name].plot(summary)
     assert len(fig.axes) >= 2
     plt.close(fig)
 
 
-def test_unknown_figure_is_refused(summary):
-    with pytest.raises(ValueError, match="figure"):
-        G.plot(summary, "nope")
+def test_agreement_rows_are_labelled_by_the_sweep(summary):
+    rows = G.agreement(summary, "E4")
+    assert [r.figure for r in rows] == ["E4"] * 4
+    assert all(abs(r.max_abs_z) < 3 for r in rows[:2])  # the s^2 exponents

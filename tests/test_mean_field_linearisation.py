@@ -6,12 +6,16 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
+from weightdyn import sweep
+from weightdyn.experiments import ConfigError
 from weightdyn.mean_field import linearisation as lin
 from weightdyn.mean_field import particles
 from weightdyn.mean_field.model import ShiftedTanhUnit, training_set
 
 BLOCK = {
-    "unit": {"unit": "shifted_tanh", "beta": 4.0},
+    "experiment": "mf_linearisation",
+    "part": ["perturb", "grid"],
+    "unit": {"kind": "shifted_tanh", "beta": 4.0},
     "measure": {"kind": "grid", "size": 6},
     "p_star": {"mean": [1.0, 0.3], "std": [0.5, 0.6]},
     "init": {"mean": [0.0, -0.2], "std": [0.5, 0.7]},
@@ -20,10 +24,10 @@ BLOCK = {
     "output_dt": 1.0,
     "t_end": 600.0,
     "fit_loss": [1.0e-14, 1.0e-22],
-    "deltas": [1.0e-5, 1.0e-4, 1.0e-3],
+    "delta": [1.0e-5, 1.0e-4, 1.0e-3],
     "directions": 3,
     "perturb_decades": 5,
-    "grid_sizes": [32, 64, 128],
+    "grid_size": [32, 64, 128],
     "grid_width": 5.0,
     "reference_points": 201,
     "dense_max": 32,
@@ -83,32 +87,37 @@ def test_eq18_density_form_equals_residual_form():
 
 
 def test_cells_are_named_and_validated():
-    names = [c["name"] for c in lin.cells(BLOCK)]
+    names = [c.id.split("__")[0] for c in sweep.expand_sweep("lin", BLOCK).cells]
     assert names == [
-        "decay_N200",
-        "delta_1e-05",
-        "delta_0.0001",
-        "delta_0.001",
-        "grid_n32",
-        "grid_n64",
-        "grid_n128",
+        "part=perturb_delta=0.00001",
+        "part=perturb_delta=0.0001",
+        "part=perturb_delta=0.001",
+        "part=grid_grid_size=32",
+        "part=grid_grid_size=64",
+        "part=grid_grid_size=128",
+        "part=decay",
     ]
-    for key, value in (
-        ("deltas", [0.1, 2.0]),
-        ("grid_sizes", [32]),
-        ("dt", 0),
-        ("unit", {"unit": "tanh"}),
-        ("output_dt", 0.15),
+    for key, value, where in (
+        ("delta", [0.1, 2.0], "delta"),
+        ("dt", 0, "dt"),
+        ("unit", {"kind": "tanh"}, "unit.kind"),
+        ("output_dt", 0.15, "output_dt"),
+        ("fit_loss", [1e-22, 1e-14], "fit_loss"),
+        ("p_star", {"mean": [1.0, 0.3]}, "p_star"),
     ):
-        with pytest.raises(ValueError, match=key):
-            lin.cells({**BLOCK, key: value})
+        with pytest.raises(ConfigError, match=where):
+            sweep.expand_sweep("lin", {**BLOCK, key: value})
+    settings = sweep.expand_sweep("lin", BLOCK).settings
+    with pytest.raises(ConfigError, match="part 'decay'"):
+        lin.summarize([], [], settings)  # the summary names the part it misses
 
 
 @pytest.mark.slow
 def test_acceptance_numbers_and_figures(tmp_path):
     """Late rate = 2 theta_min (not 2 kappa_min), Eq. 18 error ~ delta, grid order ~ 2."""
-    results = [lin.run_cell(BLOCK, cell, lambda _: None) for cell in lin.cells(BLOCK)]
-    summary = lin.summarize(BLOCK, results)
+    s = sweep.expand_sweep("lin", BLOCK)
+    results = [lin.run_cell(c.params, lambda _: None) for c in s.cells]
+    summary = lin.summarize(results, [c.params for c in s.cells], s.settings)
     rel, rel_se = float(summary["rate_rel_error"]), float(summary["rate_rel_error_se"])
     assert rel <= 1e-4 and rel_se <= 1e-5
     assert float(summary["rate_nearest_kappa_rel"]) > 0.1  # the paper's K spectrum is wrong
@@ -119,7 +128,8 @@ def test_acceptance_numbers_and_figures(tmp_path):
     for var in summary.data_vars.values():
         assert {"long_name", "units", "source"} <= set(var.attrs)
     summary.to_netcdf(tmp_path / "e5.nc")
-    for name in lin.FIGURES:
-        fig = lin.plot(summary, name)
+    for name, figure in lin.FIGURES.items():
+        fig = figure.plot(summary)
         fig.savefig(tmp_path / f"{name}.png")
         plt.close(fig)
+    assert [r.figure for r in lin.agreement(summary, "E5")] == ["E5"] * 3

@@ -7,23 +7,24 @@ import numpy as np
 import pytest
 from scipy.linalg import expm
 
+from weightdyn import sweep
+from weightdyn.experiments import ConfigError
 from weightdyn.mean_field import small_output as so
 from weightdyn.mean_field.model import gauss_legendre, make_unit
 
 LAPTOP = {
-    "unit": "tanh",
-    "target": "sin",
-    "measure": "grid",
-    "measure_size": 16,
+    "experiment": "mf_small_output",
+    "part": ["eps", "w0"],
+    "unit": {"kind": "tanh"},
+    "target": {"kind": "sin", "amplitude": 1.0},
+    "measure": {"kind": "grid", "size": 16},
     "particles": 4,
     "seeds": 20,
-    "wtilde_mean": [0.0, 0.0],
-    "wtilde_std": [2.0, 1.0],
+    "wtilde": {"mean": [0.0, 0.0], "std": [2.0, 1.0]},
     "w0_ratio": 1.0,
     "eps": [0.003, 0.01, 0.03, 0.1, 0.3],
     "eps_fit_max": 0.1,
-    "amplitude": 1.0,
-    "w0_scales": [0.3, 0.1, 0.03, 0.01, 0.001],
+    "w0_scale": [0.3, 0.1, 0.03, 0.01, 0.001],
     "t_end": 40.0,
     "dt": 0.05,
     "n_times": 101,
@@ -33,7 +34,7 @@ LAPTOP = {
 def _problem(particles: int, m: int = 12):
     """Random features of ``particles`` tanh units on ``m`` Gauss-Legendre nodes, a residual z."""
     rng = np.random.default_rng(7)
-    unit = make_unit({"unit": "tanh"})
+    unit = make_unit({"kind": "tanh"})
     measure = gauss_legendre(m)
     W = rng.normal(size=(particles, 3)) * [0.1, 2.0, 1.0]
     q = rng.dirichlet(np.ones(particles))
@@ -97,22 +98,26 @@ def test_loss_matches_the_operator_formula_after_eq24(particles):
 
 
 def test_cells_and_validation():
-    cells = so.cells(LAPTOP)
-    names = [c["name"] for c in cells]
-    assert len(set(names)) == len(names) == 10
-    assert {c["sweep"] for c in cells} == {"eps", "w0"}
-    for key, bad in [
-        ("eps", [0.1, -0.1]),
-        ("unit", "relu"),
-        ("wtilde_std", [1.0]),
-        ("eps_fit_max", 0.001),
-        ("t_end", 41.0),
-        ("seeds", 1),
+    cells = sweep.expand_sweep("so", LAPTOP).cells
+    assert len({c.id for c in cells}) == len(cells) == 10
+    eps = [(c.params["eps"], c.params["w0_scale"]) for c in cells if c.params["part"] == "eps"]
+    assert eps == [(e, e) for e in LAPTOP["eps"]]  # w0(0) scale = w0_ratio eps
+    w0 = [(c.params["eps"], c.params["w0_scale"]) for c in cells if c.params["part"] == "w0"]
+    assert w0 == [(1.0, s) for s in LAPTOP["w0_scale"]]  # the fixed target amplitude
+    for key, bad, where in [
+        ("eps", [0.1, -0.1], "eps"),
+        ("unit", {"kind": "relu"}, "unit.kind"),
+        ("unit", {"kind": "shifted_tanh"}, "unit"),
+        ("wtilde", {"mean": [0.0, 0.0], "std": [1.0]}, "wtilde.std"),
+        ("t_end", 41.0, "t_end"),
+        ("seeds", 1, "seeds"),
+        ("typo", 1, "unknown keys"),
     ]:
-        with pytest.raises(ValueError, match=key):
-            so.cells({**LAPTOP, key: bad})
-    with pytest.raises(ValueError, match="unknown"):
-        so.cells({**LAPTOP, "typo": 1})
+        with pytest.raises(ConfigError, match=where):
+            sweep.expand_sweep("so", {**LAPTOP, key: bad})
+    settings = sweep.expand_sweep("so", {**LAPTOP, "eps_fit_max": 0.001}).settings
+    with pytest.raises(ConfigError, match="eps_fit_max"):
+        so.summarize([], [], settings)  # fewer than 2 eps values to fit
 
 
 def test_initial_particles_share_draws_across_cells():
@@ -126,8 +131,9 @@ def test_initial_particles_share_draws_across_cells():
 
 @pytest.fixture(scope="module")
 def summary():
-    results = [so.run_cell(LAPTOP, cell, lambda _: None) for cell in so.cells(LAPTOP)]
-    return so.summarize(LAPTOP, results)
+    s = sweep.expand_sweep("so", LAPTOP)
+    results = [so.run_cell(c.params, lambda _: None) for c in s.cells]
+    return so.summarize(results, [c.params for c in s.cells], s.settings)
 
 
 def test_loss_error_scales_as_eps_squared(summary):
@@ -163,8 +169,14 @@ def test_every_variable_has_attrs(summary):
         assert {"long_name", "units", "source"} <= set(var.attrs), name
 
 
-@pytest.mark.parametrize("name", so.FIGURES)
+@pytest.mark.parametrize("name", sorted(so.FIGURES))
 def test_figures_draw(summary, name):
-    fig = so.plot(summary, name)
+    fig = so.FIGURES[name].plot(summary)
     assert len(fig.axes) >= 1
     plt.close(fig)
+
+
+def test_agreement_rows_are_labelled_by_the_sweep(summary):
+    rows = so.agreement(summary, "E3 label")
+    assert [r.figure for r in rows] == ["E3 label"] * 3
+    assert abs(rows[1].max_abs_z) < 5  # the eps^2 exponent of the loss error

@@ -5,24 +5,35 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from weightdyn import sweep
+from weightdyn.experiments import ConfigError
 from weightdyn.mean_field import pde_comparison as pc
 from weightdyn.mean_field import transport
 from weightdyn.mean_field.model import ShiftedTanhUnit, gauss_legendre, make_target
 from weightdyn.plots.common import save
 
 BLOCK = {
-    "grids": [16, 32],
+    "experiment": "mf_pde",
+    "part": ["grid", "particles"],
+    "scheme": ["upwind", "muscl"],
+    "grid": [16, 32],
     "reference_points": 31,
     "outputs": 5,
     "snapshots": 3,
     "T": 1.0,
     "reference_dt": 0.05,
     "particles_dt": 0.1,
-    "particles_N": [50, 200],
+    "N": [50, 200],
     "particles_seeds": 3,
     "bins": 8,
     "probes": 7,
 }
+
+
+def _run(block: dict) -> tuple[sweep.Sweep, list]:
+    """The sweep of ``block`` and its cell datasets."""
+    s = sweep.expand_sweep("pde", block)
+    return s, [pc.run_cell(c.params, lambda _: None) for c in s.cells]
 
 
 def _problem(n: int, beta: float = 2.0) -> tuple[transport.TransportProblem, np.ndarray]:
@@ -90,40 +101,52 @@ def test_solver_rejects_bad_options() -> None:
 @pytest.mark.parametrize(
     ("key", "value"),
     [
-        ("grids", [16]),
-        ("schemes", ["weno"]),
+        ("scheme", ["weno"]),
         ("bins", 5),
         ("particles_dt", 0.3),
         ("box", 1.0),
         ("snapshots", 4),
         ("limiter", "superbee"),
         ("colour", 1),
+        ("unit", {"kind": "tanh"}),
     ],
 )
 def test_cells_validate_and_name_the_key(key: str, value: object) -> None:
-    with pytest.raises(ValueError, match=key):
-        pc.cells({**BLOCK, key: value})
+    with pytest.raises(ConfigError, match=rf"^sweeps\.pde[.:].*{key}"):
+        sweep.expand_sweep("pde", {**BLOCK, key: value})
 
 
-def test_cells_are_unique_and_flat() -> None:
-    cells = pc.cells(BLOCK)
-    names = [c["name"] for c in cells]
-    assert len(set(names)) == len(names) == 1 + 2 * 2 + 2
-    assert all(isinstance(v, str | int | float) for c in cells for v in c.values())
+def test_cells_keep_only_the_axes_of_their_part() -> None:
+    cells = sweep.expand_sweep("pde", BLOCK).cells
+    assert len({c.id for c in cells}) == len(cells) == 2 * 2 + 2 + 1
+    axes = {(c.params["part"], c.params["scheme"], c.params["grid"], c.params["N"]) for c in cells}
+    assert axes == {("grid", sc, n, None) for sc in ("upwind", "muscl") for n in (16, 32)} | {
+        ("particles", None, None, 50),
+        ("particles", None, None, 200),
+        ("reference", None, None, None),
+    }
+
+
+def test_summary_needs_two_grid_sizes() -> None:
+    s, results = _run({**BLOCK, "grid": [16], "N": [50, 200], "particles_seeds": 2})
+    with pytest.raises(ConfigError, match="grid"):
+        pc.summarize(results, [c.params for c in s.cells], s.settings)
 
 
 def test_small_experiment_end_to_end(tmp_path) -> None:
-    results = [pc.run_cell(BLOCK, c, lambda _: None) for c in pc.cells(BLOCK)]
-    summary = pc.summarize(BLOCK, results)
+    s, results = _run(BLOCK)
+    params = [c.params for c in s.cells]
+    summary = pc.summarize(results, params, s.settings)
     for name, var in summary.data_vars.items():
         assert {"long_name", "units", "source"} <= set(var.attrs), name
     assert int(summary["comparison_refused"]) == 0
     assert float(summary["max_mass_drift"]) <= 1e-12
     assert float(summary["min_density_overall"]) >= 0.0
     assert np.all(summary["loss_error"].values[:, -1] < summary["loss_error"].values[:, 0])
-    for name in pc.FIGURES:
-        save(pc.plot(summary, name), [str(tmp_path / f"{name}.png")])
-    refused = pc.summarize({**BLOCK, "max_density_growth": 1.01}, results)
+    for name, figure in pc.FIGURES.items():
+        save(figure.plot(summary), [str(tmp_path / f"{name}.png")])
+    assert [r.figure for r in pc.agreement(summary, "E2")] == ["E2"] * 5
+    refused = pc.summarize(results, params, {**s.settings, "max_density_growth": 1.01})
     assert int(refused["comparison_refused"]) == 1
     assert np.all(np.isnan(refused["loss_error"])) and np.isnan(float(refused["hist_slope"]))
 
@@ -131,21 +154,22 @@ def test_small_experiment_end_to_end(tmp_path) -> None:
 @pytest.mark.slow
 def test_observed_orders_of_the_loss_error() -> None:
     """Acceptance: order >= 1.8 (MUSCL) and >= 0.9 (upwind) between n = 128 and 256."""
-    block = {"grids": [128, 256], "reference_points": 61}
-    ref = pc.run_cell(block, {"kind": "reference"}, lambda _: None)
-    assert float(ref["density_growth"]) <= pc.DEFAULTS["max_density_growth"]
-    orders = {}
-    for scheme in transport.SCHEMES:
-        errors = [
-            np.abs(
-                pc.run_cell(block, {"kind": "grid", "scheme": scheme, "n": n}, lambda _: None)[
-                    "loss"
-                ].values
-                - ref["loss_inf"].values
-            ).max()
-            for n in (128, 256)
-        ]
-        orders[scheme] = pc.observed_order(np.array(errors), np.array([128, 256]))
+    block = {"experiment": "mf_pde", "scheme": list(transport.SCHEMES), "grid": [128, 256]}
+    s, results = _run(block)
+    ref = results[-1]
+    assert float(ref["density_growth"]) <= pc.EXPERIMENT.param("max_density_growth").default
+    errors = {
+        (c.params["scheme"], c.params["grid"]): np.abs(
+            ds["loss"].values - ref["loss_inf"].values
+        ).max()
+        for c, ds in zip(s.cells[:-1], results, strict=False)
+    }
+    orders = {
+        scheme: pc.observed_order(
+            np.array([errors[scheme, 128], errors[scheme, 256]]), np.array([128, 256])
+        )
+        for scheme in transport.SCHEMES
+    }
     assert orders["muscl"] >= 1.8, orders
     assert orders["upwind"] >= 0.9, orders
 
@@ -154,14 +178,17 @@ def test_observed_orders_of_the_loss_error() -> None:
 def test_histogram_distance_falls_as_inverse_sqrt_n() -> None:
     """Acceptance: slope of the r.m.s. histogram distance vs N in [-0.6, -0.4] (+-2 SE inside)."""
     block = {
-        "grids": [32, 64],
+        "experiment": "mf_pde",
+        "part": ["grid", "particles"],
+        "scheme": ["muscl"],
+        "grid": [32, 64],
         "reference_points": 41,
-        "particles_N": [100, 1000, 10000],
+        "N": [100, 1000, 10000],
         "particles_seeds": 6,
         "bins": 16,
     }
-    results = [pc.run_cell(block, c, lambda _: None) for c in pc.cells(block)]
-    summary = pc.summarize(block, results)
+    s, results = _run(block)
+    summary = pc.summarize(results, [c.params for c in s.cells], s.settings)
     slope, se = float(summary["hist_slope"]), float(summary["hist_slope_se"])
     assert se < 0.05
     assert -0.6 <= slope <= -0.4, (slope, se)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import copy
-
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
-from weightdyn import seeds
+from weightdyn import seeds, sweep
+from weightdyn.experiments import ConfigError
 from weightdyn.mean_field import particles, width
 from weightdyn.mean_field.model import TanhUnit, gauss_legendre
 
@@ -18,10 +17,10 @@ F = np.sin(np.pi * MEASURE.x)
 MEAN, STD = [0.0, 0.0, 0.0], [1.0, 2.0, 1.0]
 
 BLOCK = {
+    "experiment": "mf_width",
     "measure": {"kind": "gauss_legendre", "size": 16},
     "target": {"kind": "sin", "amplitude": 1.0},
-    "init_mean": MEAN,
-    "init_std": STD,
+    "init": {"mean": MEAN, "std": STD},
     "dt": 0.05,
     "output_dt": 0.1,
     "t_max": 2.0,
@@ -46,22 +45,23 @@ def _networks(n: int, count: int, stream: str) -> particles.State:
 
 
 @pytest.mark.parametrize(
-    ("key", "value"),
-    [("dt", -0.1), ("N", [10, 0]), ("init_std", [1.0, 0.0, 1.0]), ("t_fixed", [0.05]),
-     ("check_points", 30), ("t_late", 5.0)],
+    ("key", "value", "where"),
+    [("dt", -0.1, "dt"), ("N", [10, 0], "N"), ("init", {"mean": MEAN, "std": [1.0, 0.0, 1.0]},
+     "init.std"), ("t_fixed", [0.05], "t_fixed"), ("check_points", 30, "check_points"),
+     ("t_late", 5.0, "t_late"), ("energy", {"N": 50}, "energy")],
 )  # fmt: skip
-def test_cells_reject_bad_values_naming_the_key(key, value):
-    block = {**BLOCK, key: value}
-    with pytest.raises(ValueError, match=key):
-        width.cells(block)
+def test_sweep_rejects_bad_values_naming_the_key(key, value, where):
+    with pytest.raises(ConfigError, match=rf"sweeps\.w\.{where}"):
+        sweep.expand_sweep("w", {**BLOCK, key: value})
 
 
 def test_cells_are_unique_and_seeds_follow_the_rule():
-    cells = width.cells(BLOCK)
-    names = [c["name"] for c in cells]
-    assert len(set(names)) == len(names)
-    widths = {c["N"]: c["seeds"] for c in cells if c["kind"] == "width"}
+    cells = sweep.expand_sweep("w", BLOCK).cells
+    assert len({c.id for c in cells}) == len(cells) == 7 + 3
+    widths = {c.params["N"]: c.params["seeds"] for c in cells if c.params["part"] == "width"}
     assert widths == {10: 1000, 32: 313, 100: 100, 316: 32, 1000: 10, 3162: 8, 10000: 8}
+    points = {c.params["part"]: c.params.get("points") for c in cells}
+    assert points == {"width": None, "reference": 25, "check": 21, "energy": None}
 
 
 def test_euler_step_is_gradient_descent_with_learning_rate_N_dt():
@@ -112,8 +112,8 @@ def test_initial_bias_matches_exact_variance_formula():
 
 def test_energy_cell_eq12_euler_band_and_monotonicity():
     """Eq. 12 to 1e-6 (RK4, dt = 0.05); Euler excess = (dt^2/2) v.Hess L.v (1 + O(dt)); Eq. 13."""
-    cell = next(c for c in width.cells(BLOCK) if c["kind"] == "energy")
-    ds = width.run_cell(BLOCK, cell, lambda _: None)
+    cell = next(c for c in sweep.expand_sweep("w", BLOCK).cells if c.params["part"] == "energy")
+    ds = width.run_cell(cell.params, lambda _: None)
     assert float(ds["eq12_rel_error"].max()) < 1e-6
     ratio = ds["euler_excess"] / ds["euler_taylor"]
     assert float(abs(ratio - 1).max()) < BLOCK["dt"]  # the O(dt^3) remainder relative to dt^2
@@ -124,9 +124,9 @@ def test_energy_cell_eq12_euler_band_and_monotonicity():
 
 @pytest.fixture(scope="module")
 def summary():
-    block = copy.deepcopy(BLOCK)
-    results = [width.run_cell(block, c, lambda _: None) for c in width.cells(block)]
-    return width.summarize(block, results)
+    s = sweep.expand_sweep("w", BLOCK)
+    results = [width.run_cell(c.params, lambda _: None) for c in s.cells]
+    return width.summarize(results, [c.params for c in s.cells], s.settings)
 
 
 @pytest.mark.slow
@@ -147,8 +147,11 @@ def test_width_sweep_gap_scales_as_inverse_sqrt_N(summary):
 
 
 @pytest.mark.slow
-def test_figures_draw(summary):
-    for name in width.FIGURES:
-        fig = width.plot(summary, name)
+def test_figures_draw_and_agreement_rows_carry_the_label(summary):
+    for figure in width.FIGURES.values():
+        fig = figure.plot(summary)
         assert fig.axes
         plt.close(fig)
+    rows = width.agreement(summary, "Fig. E1")
+    assert len(rows) == 4
+    assert {r.figure for r in rows} == {"Fig. E1"} and {r.paper for r in rows} == {"002"}

@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
+from test_single_layer_experiment import run_sweep
 
 from weightdyn.data import teacher_student
-from weightdyn.io import expand_cell, merge_cells
 from weightdyn.plots.common import save
 from weightdyn.plots.discrete import (
     fig_divergence_lr,
@@ -261,16 +261,10 @@ def test_agreement_with_sgd_at_large_lr() -> None:
 
 def small_merged_sweep() -> xr.Dataset:
     """A merged lr sweep (N = 10, P/N in {2, 4}, S in {2, 5}, two data seeds), short SGD runs."""
-    protocol = SGDProtocol(replicas=8, burnin_min_steps=200, sample_steps=2000, thin=10)
-    cells = []
-    for seed, P, S, lr in itertools.product((0, 1), (20, 40), (2, 5), (0.5, 2.0, 4.0, 8.0, 16.0)):
-        data = teacher_student(10, P, 0.25, np.random.default_rng(seed))
-        w_star, res = run_stationary_sgd(data, lr, S, "with", protocol, np.random.default_rng(3))
-        cell = xr.merge([theory_dataset(data, lr, S, "with"), sgd_dataset(data, w_star, res)])
-        coords = {"N": 10, "P": P, "sigma_eps2": 0.25, "lr": lr, "batch_size": S}
-        coords |= {"sampling": "with", "data_seed": seed}
-        cells.append(expand_cell(cell, coords, coords))
-    return merge_cells(cells)
+    block = {"N": 10, "P": [20, 40], "batch_size": [2, 5], "lr": [0.5, 2.0, 4.0, 8.0, 16.0],
+             "data_seed": [0, 1], "replicas": 8, "burnin_min_steps": 200, "sample_steps": 2000,
+             "n_test": 50}  # fmt: skip
+    return run_sweep("lr", block)
 
 
 def test_figures_draw(tmp_path: Path) -> None:
@@ -279,5 +273,9 @@ def test_figures_draw(tmp_path: Path) -> None:
         path = tmp_path / f"{func.__name__}.png"
         save(func(ds), [str(path)])
         assert path.stat().st_size > 0
+    two_n = ds.assign_coords(N=("cell", np.where(np.arange(ds.sizes["cell"]) % 2, 10, 20)))
     with pytest.raises(ValueError, match="varies"):
-        fig_trace_vs_lr(xr.concat([ds, ds.assign_coords(N=[20])], dim="N"))
+        fig_trace_vs_lr(two_n)
+    sgf = ds.assign_coords(dynamics=("cell", np.full(ds.sizes["cell"], "sgf_additive")))
+    with pytest.raises(ValueError, match="allowed: 'sgd'"):
+        fig_trace_vs_lr(sgf)

@@ -175,23 +175,64 @@ def test_hessian_basis_abs_is_diagonal_for_c_proportional_to_h() -> None:
 # ----------------------------------------------------------------- dataset builders
 
 
-def test_builders_carry_attrs_and_merge() -> None:
+def test_builders_carry_attrs_and_stack() -> None:
+    """Builders give one cell each (no N, P dims) that stack along ``cell`` with NaN padding."""
     rng = np.random.default_rng(1)
-    cells = [noise.projector_dataset(N, P, 3, rng) for N in (2, 4) for P in (6, 10)]
-    ds = io.merge_cells(cells)
-    assert dict(ds.sizes) == {"N": 2, "P": 2, "realisation": 3}
-    data = [teacher_student(4, P, SIGMA_EPS2, rng) for P in (6, 12)]
-    k = io.merge_cells([noise.k_diagonal_dataset(d.X, d.y, rng, SIGMA_EPS2) for d in data])
-    assert np.isnan(k["PK_sorted"].sel(P=6, rank=8)).all()
-    spec = io.merge_cells(
-        [noise.noise_spectrum_dataset(d.X, d.y, 2, "with", 200, rng, SIGMA_EPS2) for d in data]
+    proj = io.stack_cells(
+        [noise.projector_dataset(N, P, 3, rng) for N in (2, 4) for P in (6, 10)],
+        {"N": ([2, 2, 4, 4], {}), "P": ([6, 10, 6, 10], {})},
     )
-    hb = noise.hessian_basis_dataset([(d.X, d.y) for d in data[1:]] * 2, 2)
-    for dset in (ds, k, spec, hb):
+    assert dict(proj.sizes) == {"cell": 4, "realisation": 3}
+    data = [teacher_student(4, P, SIGMA_EPS2, rng) for P in (6, 12)]
+    k = io.stack_cells(
+        [noise.k_diagonal_dataset(d.X, d.y, rng, SIGMA_EPS2) for d in data],
+        {"P": ([6, 12], {})},
+    )
+    assert np.isnan(k["PK_sorted"].isel(cell=0, rank=8))
+    spec = io.stack_cells(
+        [noise.noise_spectrum_dataset(d.X, d.y, 2, "with", 200, rng, SIGMA_EPS2) for d in data],
+        {"P": ([6, 12], {})},
+    )
+    hb = noise.hessian_basis_mean([noise.hessian_basis_dataset(d.X, d.y, 2, "with") for d in data])
+    for dset in (proj, k, spec, hb):
         for name, var in dset.data_vars.items():
             assert {"long_name", "units", "source"} <= set(var.attrs), name
             assert "paper 000" in var.attrs["source"], name
-    assert float(spec["C_norm"].sel(P=12).squeeze()) == pytest.approx(SIGMA_EPS2 / (4 * 2))
+    assert float(spec["C_norm"].isel(cell=1)) == pytest.approx(SIGMA_EPS2 / (4 * 2))
+
+
+def test_interpolating_cells_are_flagged_not_refused() -> None:
+    """P <= N: the projector is the identity and K = C = 0 (Eq. 16): flag 1, values NaN."""
+    rng = np.random.default_rng(2)
+    proj = noise.projector_dataset(6, 6, 3, rng)
+    assert int(proj["interpolating"]) == 1 and np.isnan(proj["var_offdiag"]).all()
+    data = teacher_student(6, 4, SIGMA_EPS2, rng)
+    cells = (
+        noise.k_diagonal_dataset(data.X, data.y, rng, SIGMA_EPS2),
+        noise.noise_spectrum_dataset(data.X, data.y, 2, "without", 100, rng, SIGMA_EPS2),
+        noise.hessian_basis_dataset(data.X, data.y, 2, "with"),
+    )
+    for cell in cells:
+        assert int(cell["interpolating"]) == 1
+        flagged = [v for v in cell.data_vars if v not in ("interpolating", "C_norm")]
+        assert all(np.isnan(cell[v]).all() for v in flagged)
+    regular = noise.projector_dataset(3, 8, 3, rng)
+    assert int(regular["interpolating"]) == 0 and np.isfinite(regular["var_offdiag"]).all()
+
+
+def test_hessian_basis_mean_over_realisations() -> None:
+    """Mean and standard error of |V^T C V| over data sets; one data set: NaN error."""
+    rng = np.random.default_rng(6)
+    cells = []
+    for _ in range(3):
+        d = teacher_student(4, 9, SIGMA_EPS2, rng)
+        cells.append(noise.hessian_basis_dataset(d.X, d.y, 3, "with"))
+    mats = np.stack([c["C_tilde"].values for c in cells])
+    mean = noise.hessian_basis_mean(cells)
+    np.testing.assert_array_equal(mean["C_tilde"].values, mats.mean(axis=0))
+    np.testing.assert_array_equal(mean["C_tilde_se"].values, mats.std(0, ddof=1) / np.sqrt(3))
+    assert int(mean["n_realisations"]) == 3
+    assert np.isnan(noise.hessian_basis_mean(cells[:1])["C_tilde_se"]).all()
 
 
 # ------------------------------------------------------------ acceptance check (slow)
@@ -243,39 +284,3 @@ def test_acceptance_empirical_noise_matches_eq17_and_eq20_limit() -> None:
     gaps = [abs(tr_ratio[r] - 1) for r in ACCEPTANCE_P_OVER_N]
     assert gaps[0] > gaps[1] > gaps[2]
     assert gaps[2] < 0.05  # ~ N / P = 2 % expected, data-set spread ~ 2 %
-
-
-def test_figures_render_from_builder_datasets() -> None:
-    """Smoke test: every figure draws from tiny merged datasets without warnings."""
-    import matplotlib.pyplot as plt
-
-    from weightdyn.plots import noise as plots
-
-    rng = np.random.default_rng(12)
-    proj = io.merge_cells(
-        [noise.projector_dataset(N, P, 3, rng) for N in (3, 6) for P in (8, 16, 32)]
-    )
-    data = {P: teacher_student(6, P, SIGMA_EPS2, rng) for P in (7, 12, 60)}
-    kdiag = io.merge_cells(
-        [noise.k_diagonal_dataset(d.X, d.y, rng, SIGMA_EPS2) for d in data.values()]
-    )
-    spec = io.merge_cells(
-        [
-            noise.noise_spectrum_dataset(d.X, d.y, 2, "with", 400, rng, SIGMA_EPS2)
-            for d in data.values()
-        ]
-    )
-    basis = io.merge_cells(
-        [noise.hessian_basis_dataset([(d.X, d.y)] * 2, 2) for d in list(data.values())[1:]]
-    )
-    for fig in (
-        plots.fig1a(proj),
-        plots.fig1b(kdiag),
-        plots.fig2a(spec),
-        plots.fig2b(spec),
-        plots.fig2c(basis),
-    ):
-        assert fig.axes
-        plt.close(fig)
-    with pytest.raises(ValueError, match="select a single value"):
-        plots.fig1b(proj.rename({"realisation": "rank"}))

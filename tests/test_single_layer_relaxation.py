@@ -151,3 +151,37 @@ def test_dataset_conventions_and_fig3(relaxation_run) -> None:
     fig = fig3(ds, modes=(0, 10, 20))
     assert fig.legends and fig.axes[0].get_title()
     plt.close(fig)
+
+
+def test_fitted_rates_match_the_exact_discrete_decay(relaxation_run) -> None:
+    """The rate fitted to the replica-mean modes is the decay rate -log|1 - lr omega| / lr of the
+    exact mean (Eq. 27 in discrete time) within its jackknife SE, mode by mode."""
+    run, _ = relaxation_run
+    ds = rx.relaxation_dataset(run)
+    fitted = np.isfinite(ds["omega_fit"].values)
+    assert fitted.sum() >= 20  # of 25 modes; a mode starting within the noise is not fitted
+    z = ((ds["omega_fit"] - ds["omega_discrete"]) / ds["omega_fit_se"]).values[fitted]
+    assert np.mean(z**2) < 2.5 and np.max(np.abs(z)) < 4.5
+    assert float(ds["diverged"]) == 0
+
+
+def test_discrete_rates_limits() -> None:
+    omega = np.array([1e-6, 0.5, 10.0, 15.0])
+    rates = rx.discrete_rates(omega, 0.1)
+    assert rates[0] == pytest.approx(1e-6, rel=1e-6)  # Eq. 27: rate -> omega for lr omega -> 0
+    assert rates[1] == pytest.approx(-np.log(0.95) / 0.1, rel=1e-12)
+    assert rates[2] == np.inf  # lr omega = 1: the mean jumps to z* in one step
+    assert rates[3] == pytest.approx(-np.log(0.5) / 0.1, rel=1e-12)  # |1 - 1.5|: oscillating
+
+
+def test_rate_fit_on_exact_exponentials() -> None:
+    """Noise-free replicas z* + e^{-omega t}: the fit returns omega; too few points give NaN."""
+    t = np.linspace(0.0, 5.0, 30)
+    omega = np.array([0.3, 1.2])
+    rng = np.random.default_rng(0)
+    z = 1.0 + np.exp(-omega * t[:, None])[:, None, :] * (1 + 1e-6 * rng.standard_normal((30, 4, 2)))
+    rate, se = rx.fit_relaxation_rates(z, np.ones(2), t)
+    np.testing.assert_allclose(rate, omega, rtol=1e-5)
+    assert np.all(se < 1e-4)
+    rate, _ = rx.fit_relaxation_rates(z[:4], np.ones(2), t[:4])
+    assert np.isnan(rate).all()

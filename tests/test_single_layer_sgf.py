@@ -191,6 +191,29 @@ def test_multiplicative_sgf_reproduces_exact_sgd_moments_in_one_dimension() -> N
     assert abs(zc[0]) > 4.0  # the continuum mean misses the O(lr a^2) term at lr = 0.2
 
 
+@pytest.mark.parametrize("sampling", ["with", "without"])
+def test_multiplicative_sgf_at_dt_lr_has_the_exact_sgd_second_moment(sampling) -> None:
+    """dt = lr: E C(w* + d) = C + c (D(M) - H M H) makes the second-moment recursion of the
+    multiplicative Euler chain that of SGD, so its fixed point is discrete_stationary_covariance
+    (beyond Eq. 30), not Eq. 30 and not the additive Euler chain."""
+    data, H, w_star = _problem(4, 12, 0.25, 21)
+    lr, S, R = 1.5, 2, 32
+    C = theory.noise_covariance(data.X, data.y, S, sampling)
+    M = theory.discrete_stationary_covariance(data.X, data.y, lr, S, sampling).M
+    tau = 1.0 / (lr * float(np.linalg.eigvalsh(H)[0]))
+    res = sgf.run_sgf(
+        data.X, data.y, w_star, lr, S, sampling, np.tile(w_star, (R, 1)), int(10 * tau),
+        int(400 * tau) // 8 * 8, 2, 4, np.random.default_rng(22), noise="multiplicative",
+    )  # fmt: skip
+    covs = stats.group_covariances(res.sum_dw, res.sum_dwdw, res.n_records)
+    est, se = stats.jackknife_of_mean(lambda c: np.trace(c, axis1=-2, axis2=-1), covs)
+    z_exact = (est - np.trace(M)) / se
+    z_additive = (est - np.trace(sgf.euler_stationary_covariance(H, C, lr, lr))) / se
+    print(f"tr M: z vs exact SGD recursion {z_exact:.2f}, vs additive Euler chain {z_additive:.2f}")
+    assert abs(z_exact) < 4.0
+    assert abs(z_additive) > 4.0
+
+
 def test_validation_errors_name_argument_and_values() -> None:
     data, _, w_star = _problem(3, 8, 0.25, 14)
     args = (data.X, data.y, w_star, 0.1, 2)

@@ -102,6 +102,6 @@ def test_views_select_cells_and_per_sweep_figures_are_views() -> None:
 def test_top_level_and_figure_style_are_checked() -> None:
     with pytest.raises(ConfigError, match="unknown top-level"):
         sweep.check_config({"sweep": {}})
-    with pytest.raises(ConfigError, match="figures.formats.*'png'"):
+    with pytest.raises(ConfigError, match=r"figures\.formats.*'png'"):
         sweep.check_config({"figures": {"formats": ["gif"]}})
     assert sweep.check_config({"figures": {"dpi": 80}}) == {"formats": ["png"], "dpi": 80}

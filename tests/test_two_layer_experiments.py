@@ -1,15 +1,20 @@
-"""Two-layer cell of paper 000 Sec. III (Figs. 6-7): dataset contract, identities, acceptance."""
+"""Two-layer experiment of paper 000 Sec. III (Figs. 6-7): registry entry, dataset contract,
+identities, the SGF cell, figures, agreement rows, acceptance."""
 
 from __future__ import annotations
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 import xarray as xr
 
-from weightdyn.plots import two_layer as plots
-from weightdyn.two_layer import experiments as ex
+from weightdyn import experiments, io, sweep
+from weightdyn.experiments import ConfigError
+from weightdyn.two_layer import linalg
 from weightdyn.two_layer import theory as tl
+from weightdyn.two_layer.merged import cell_list, dynamics_groups
 
+EXP = experiments.get("two_layer")
 SMALL = {
     "N_i": 8,
     "N_h": 6,
@@ -25,11 +30,88 @@ SMALL = {
     "relax_tau": 20.0,
     "relax_modes": 3,
 }
+TINY = {**SMALL, "N_i": 5, "N_h": 4, "P": 40, "replicas": 2, "n_blocks": 2}
+TINY.update(prerun_tau=20.0, average_tau=5.0, sample_tau=20.0, relax_tau=0.0)
+
+
+def params(block: dict) -> dict:
+    """The full parameters of the one cell of ``block`` (defaults, derive)."""
+    (cell,) = sweep.expand_sweep("t", {"experiment": "two_layer", **block}).cells
+    return cell.params
+
+
+def run(block: dict) -> xr.Dataset:
+    return EXP.run_cell(params(block), lambda _msg: None)
+
+
+def merged(cells: list[tuple[dict, xr.Dataset]]) -> xr.Dataset:
+    """Cells stacked as the merge rule stacks them (one coordinate per axis)."""
+    coords = {a.name: ([p[a.name] for p, _ in cells], a.attrs()) for a in EXP.axes}
+    return io.stack_cells([ds for _, ds in cells], coords)
 
 
 @pytest.fixture(scope="module")
 def small_cell() -> xr.Dataset:
-    return ex.two_layer_cell(SMALL, lambda _msg: None)
+    return run(SMALL)
+
+
+@pytest.fixture(scope="module")
+def tiny_pair() -> xr.Dataset:
+    """A tiny SGD cell and its SGF twin, merged."""
+    cells = [params({**TINY, "dynamics": d}) for d in ("sgd", "sgf")]
+    return merged([(p, EXP.run_cell(p, lambda _msg: None)) for p in cells])
+
+
+# ---------------------------------------------------------------------- params and derive
+
+
+def test_registry_params() -> None:
+    assert {p.name for p in EXP.axes} == {
+        "N_i", "N_h", "N_o", "P", "sigma_y2", "init", "init_scale", "lr", "batch_size",
+        "sampling", "data_seed", "dynamics",
+    }  # fmt: skip
+    assert EXP.param("dynamics").allowed == ("sgd", "sgf")
+    for p in EXP.params:
+        assert p.long_name and p.units == "1", p.name
+    full = params(SMALL)
+    assert full["dynamics"] == "sgd" and full["replicas"] == 3 and full["relax_modes"] == 3
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"P": 8}, r"sweeps\.t\.P: 8 must exceed N_i = 8; allowed: P > N_i"),
+        ({"batch_size": 81}, r"sweeps\.t\.batch_size: 81 exceeds P = 80; allowed: 1 <= "),
+        ({"N_o": 7}, r"sweeps\.t\.N_o: 7 exceeds N_h = 6; allowed: N_o <= N_h"),
+        ({"average_tau": 200.0}, r"sweeps\.t\.average_tau: 200.0 exceeds prerun_tau"),
+        ({"dynamics": "langevin"}, r"sweeps\.t\.dynamics: 'langevin' is not allowed"),
+        ({"replicas": 1}, r"sweeps\.t\.replicas: 1 is out of range"),
+        ({"lr": 0.0}, r"sweeps\.t\.lr: 0.0 is out of range"),
+        ({"local_point": "elsewhere"}, r"sweeps\.t\.local_point: 'elsewhere' is not allowed"),
+    ],
+)
+def test_config_errors_name_the_key(change: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        params({**SMALL, **change})
+
+
+def test_missing_and_unknown_keys() -> None:
+    with pytest.raises(ConfigError, match=r"sweeps\.t\.lr: missing"):
+        params({k: v for k, v in SMALL.items() if k != "lr"})
+    with pytest.raises(ConfigError, match=r"unknown keys \['bogus'\]"):
+        params({**SMALL, "bogus": 1})
+
+
+def test_resources_scale_with_dynamics() -> None:
+    p = params({**SMALL, "N_i": 50, "N_h": 40, "P": 1000, "batch_size": 10})
+    sgd = EXP.resources(p, 1)
+    sgf = EXP.resources({**p, "dynamics": "sgf"}, 1)
+    assert sgf["mem_mb"] == sgd["mem_mb"]
+    assert sgf["runtime"] > 2 * sgd["runtime"]
+    assert EXP.resources({**p, "dynamics": "sgf"}, 2)["runtime"] == 2 * sgf["runtime"]
+
+
+# --------------------------------------------------------------------------- the dataset
 
 
 def test_dataset_contract(small_cell: xr.Dataset) -> None:
@@ -46,16 +128,16 @@ def test_dataset_contract(small_cell: xr.Dataset) -> None:
         "ivfr_curvature", "delta_L2_sgd", "trace_D2", "trace_tr_gamma", "trace_dist",
         "M_z_eq66", "M_z_sgd", "relax_acf", "relax_theory", "relax_rate", "M_isotropic",
         "err_cov2_b", "tr_ratio_cov1_b", "ivfr_spearman_mean", "ivfr_slope_mean",
-        "delta_L1_drop_ratio", "d2_drift_factor",
+        "delta_L1_drop_ratio", "d2_drift_factor", "diverged",
     ):  # fmt: skip
         assert name in ds, name
-    for name, var in ds.data_vars.items():
-        assert {"long_name", "units", "source"} <= set(var.attrs), name
-    for key in ex.BLOCK_KEYS:
-        assert key in ds.attrs, key
+    for name, var in ds.variables.items():
+        assert {"long_name", "units"} <= set(var.attrs), name
+        if name in ds.data_vars:
+            assert "source" in var.attrs, name
     assert np.isfinite(ds["M_z_sgd"]).all()
     assert ds["M_isotropic"] == pytest.approx(0.1 / (2 * 5))
-    assert int(ds["gf_converged"]) == 1
+    assert int(ds["gf_converged"]) == 1 and int(ds["diverged"]) == 0
 
 
 def test_internal_identities(small_cell: xr.Dataset) -> None:
@@ -93,7 +175,7 @@ def test_internal_identities(small_cell: xr.Dataset) -> None:
 
 
 def test_layout_matches_theory_vec_convention() -> None:
-    lay = ex._Layout(4, 3, 2)
+    lay = linalg.Layout(4, 3, 2)
     rng = np.random.default_rng(0)
     W1, W2 = rng.normal(size=(3, 4)), rng.normal(size=(2, 3))
     theta_c = np.concatenate([W1.ravel(), W2.ravel()])
@@ -110,8 +192,8 @@ def test_loss_perturbations_are_the_even_part_of_delta_L() -> None:
     theta = 0.3
     for k in range(2):
         for direction, got in (
-            (tl.pack(V[k], 0 * W2), ex._delta_L_W1(X, W2, V[k : k + 1])[0]),
-            (tl.pack(0 * W1, U[k]), ex._delta_L_W2(X, W1, U[k : k + 1])[0]),
+            (tl.pack(V[k], 0 * W2), linalg.delta_L_W1(X, W2, V[k : k + 1])[0]),
+            (tl.pack(0 * W1, U[k]), linalg.delta_L_W2(X, W1, U[k : k + 1])[0]),
         ):
             norm = np.linalg.norm(direction)
             even = sum(tl.loss_perturbation(X, Y, W1, W2, direction, s * theta * norm)
@@ -119,33 +201,80 @@ def test_loss_perturbations_are_the_even_part_of_delta_L() -> None:
             assert got == pytest.approx(even / theta**2, rel=1e-9)
 
 
-def test_reproducible_and_validated() -> None:
-    tiny = {**SMALL, "N_i": 5, "N_h": 4, "P": 40, "replicas": 2, "n_blocks": 2}
-    tiny.update(prerun_tau=20.0, average_tau=5.0, sample_tau=20.0, relax_tau=0.0)
-    a = ex.two_layer_cell(tiny, lambda _msg: None)
-    b = ex.two_layer_cell(tiny, lambda _msg: None)
+def test_reproducible_and_seeded_by_dynamics(tiny_pair: xr.Dataset) -> None:
+    a = run(TINY)
+    b = run(TINY)
     xr.testing.assert_identical(a.drop_vars("elapsed_s"), b.drop_vars("elapsed_s"))
     assert "relax_acf" not in a
-    with pytest.raises(ValueError, match="unknown"):
-        ex.two_layer_cell({**tiny, "bogus": 1}, lambda _msg: None)
-    with pytest.raises(ValueError, match="P > N_i"):
-        ex.two_layer_cell({**tiny, "P": 5}, lambda _msg: None)
+    sgd, sgf = cell_list(tiny_pair)
+    # same data and W^0 (streams two_layer/data, two_layer/init), different chains
+    for name in ("eig_cov1_eq66", "eig_cov2_exact_w0", "tau0_steps", "M_z_eq66"):
+        np.testing.assert_array_equal(sgd[name].values, sgf[name].values)
+    assert not np.array_equal(sgd["eig_cov2_sgd_a"].values, sgf["eig_cov2_sgd_a"].values)
+    np.testing.assert_array_equal(sgd["eig_cov2_sgd_a"].values, a["eig_cov2_sgd_a"].values)
+
+
+def test_sgf_cell_agrees_with_the_linearisation(tiny_pair: xr.Dataset) -> None:
+    """The SGF of Eqs. 51-52 has the same stationary state as SGD to the order of the
+    linearisation: its local-protocol trace ratios are near 1 (loose: two short chains)."""
+    _, sgf = cell_list(tiny_pair)
+    assert str(sgf["dynamics"].values) == "sgf" and int(sgf["diverged"]) == 0
+    assert 0.5 < float(sgf["tr_ratio_cov2_b"]) < 1.5
+    assert 0.5 < float(sgf["tr_ratio_cov1_b"]) < 1.5
+    assert np.isfinite(sgf["delta_L1_sgd"].values).all()
+
+
+def test_divergence_gives_a_flagged_dataset() -> None:
+    ds = run({**TINY, "lr": 50.0})
+    assert int(ds["diverged"]) == 1 and ds.attrs["diverged_in"] == "pre-run"
+    assert np.isnan(ds["eig_cov2_sgd_a"]).all() and np.isfinite(ds["eig_cov2_eq66"]).all()
+    fig = EXP.figures["fig6bc"].plot(merged([(params({**TINY, "lr": 50.0}), ds)]))
+    assert "diverged" in fig.axes[0].texts[0].get_text()
+    plt.close(fig)
+
+
+# ------------------------------------------------------------------- figures and agreement
 
 
 def test_figures_render(small_cell: xr.Dataset) -> None:
-    import matplotlib.pyplot as plt
-
-    for name, func in plots.FIGURES.items():
-        fig = func(small_cell)
+    ds = merged([(params(SMALL), small_cell)])
+    for name, figure in EXP.figures.items():
+        fig = figure.plot(ds)
         assert fig.axes, name
         plt.close(fig)
+
+
+def test_fig7_draws_the_sgf_curve_beside_sgd(tiny_pair: xr.Dataset) -> None:
+    """Fig. 7 pairs the SGD cell with its SGF twin and draws the paper's dash-dotted curve."""
+    assert [sorted(g) for g in dynamics_groups(cell_list(tiny_pair))] == [["sgd", "sgf"]]
+    for name in ("fig7a", "fig7b"):
+        fig = EXP.figures[name].plot(tiny_pair)
+        left = fig.axes[0]
+        labels = [line.get_label() for line in left.get_lines()]
+        assert any(label.startswith("SGF") for label in labels), (name, labels)
+        dashdot = [ln for ln in left.get_lines() if ln.get_linestyle() == "-."]
+        assert dashdot and np.all(np.isfinite(dashdot[0].get_ydata()))
+        plt.close(fig)
+    sgd_only = tiny_pair.isel(cell=[0])
+    fig = EXP.figures["fig7b"].plot(sgd_only)
+    assert not any(ln.get_linestyle() == "-." for ln in fig.axes[0].get_lines())
+    plt.close(fig)
+
+
+def test_agreement_rows_name_sweep_and_cell(tiny_pair: xr.Dataset) -> None:
+    rows = EXP.agreement(tiny_pair, "tinylabel")
+    figures = {r.figure for r in rows}
+    assert "tinylabel [dynamics=sgd] fig6bc" in figures
+    assert "tinylabel [dynamics=sgf] fig7b" in figures
+    assert "tinylabel fig7b" in figures  # SGD vs SGF
+    assert all(r.points > 0 for r in rows)
 
 
 @pytest.mark.slow
 def test_acceptance_local_protocol_and_ivfr() -> None:
     """Issue 4: N_i = 50, N_h = 40, sigma_y^2 = 1, Glorot init, lr = 0.1, S = 10, P = 20 N_i."""
     block = {"N_i": 50, "N_h": 40, "P": 1000, "sigma_y2": 1.0, "lr": 0.1, "batch_size": 10}
-    ds = ex.two_layer_cell(block, lambda _msg: None)
+    ds = run(block)
     # drift along the manifold of minima: D2 falls by more than half
     assert float(ds["d2_drift_factor"]) < 0.5
     assert float(ds["trG_local"]) < float(ds["trG_w0"])

@@ -337,18 +337,33 @@ def expand_views(config: Mapping[str, Any], sweeps: Mapping[str, Sweep]) -> dict
 
 
 def _per_cell(views: dict[str, View], sweeps: Mapping[str, Sweep]) -> dict[str, View]:
-    """Per-cell figures become one view per selected cell."""
+    """Per-cell figures become one view per selected cell, named by the axis values that vary
+    among the view's cells (``<view>/dynamics=sgd``; the cell id where those collide)."""
     out = {}
     for stem, view in views.items():
         if not experiments.get(view.experiment).figures[view.figure].per_cell:
             out[stem] = view
             continue
         cells = _selected([c for s in view.sweeps for c in sweeps[s].cells], view.select)
-        for cell in cells:
-            name = f"{stem}/{cell.id}"
+        cells = list({c.id: c for c in cells}.values())
+        for cell, label in zip(
+            cells, _cell_labels(experiments.get(view.experiment), cells), strict=True
+        ):
+            name = f"{stem}/{label}" if len(cells) > 1 else stem
             out[name] = View(name, view.experiment, view.sweeps, view.figure, view.select,
                              view.options, cell.id, view.label)  # fmt: skip
     return out
+
+
+def _cell_labels(exp: Experiment, cells: Sequence[Cell]) -> list[str]:
+    """Short unique names of ``cells``: the identity axes whose values differ among them."""
+    varying = [
+        a for a in exp.identity_axes if len({_value_text(c.params.get(a)) for c in cells}) > 1
+    ]
+    labels = ["_".join(f"{a}={_value_text(c.params.get(a))}" for a in varying) for c in cells]
+    if len(set(labels)) < len(labels) or not all(labels):
+        return [c.id for c in cells]
+    return labels
 
 
 def view_cells(view: View, sweeps: Mapping[str, Sweep]) -> list[Cell]:

@@ -28,7 +28,11 @@ linear-output ``TanhUnit`` (``phi = c tanh(a x + h)``, ``w = (w0, w~) = (c, (a, 
   vanishes at a ``b~`` where ``f`` is orthogonal to ``phi~(b~, .)``; there
   ``H_{w0 w~} = int f grad_{w~} phi~(b~, x) dmu != 0`` and the block form fails.
 
-No random numbers are used (all clouds are deterministic quadrature nodes).
+Registry entry ``mf_gaussian``: the axis is the cloud width ``s`` (``part: cloud``); the
+stationary analysis (``part: stationary``, cloud width ``stationary_s``) is added by
+:func:`extra_cells`. The initial cloud is ``N(init.mean, s^2 diag(init.std^2))``, and ``init.mean``
+is also where the search for ``b*`` starts. No random numbers are used (all clouds are
+deterministic quadrature nodes).
 """
 
 from __future__ import annotations
@@ -42,31 +46,23 @@ from scipy.integrate import solve_ivp
 from scipy.optimize import brentq, root
 
 from weightdyn import stats
-from weightdyn.io import attrs, format_number
-from weightdyn.mean_field.model import Measure, TanhUnit, Unit, make_measure, make_target
+from weightdyn.agreement import Agreement
+from weightdyn.experiments import REQUIRED, ConfigError, Experiment, Figure, Param
+from weightdyn.io import attrs
+from weightdyn.mean_field import params as mfp
+from weightdyn.mean_field.model import Measure, TanhUnit, Unit
 from weightdyn.mean_field.particles import State, integrate
-from weightdyn.plots.mean_field_gaussian import FIGURES, plot
+from weightdyn.plots import mean_field_gaussian as plots
 
-__all__ = [
-    "FIGURES",
-    "ansatz_hessian",
-    "ansatz_trajectory",
-    "cells",
-    "cloud_moments",
-    "counterexample_point",
-    "fitted_rate",
-    "hermite_nodes",
-    "plot",
-    "run_cell",
-    "single_unit_velocity",
-    "stationary_point",
-    "summarize",
-    "validate",
-]
+Params = Mapping[str, Any]
+Log = Callable[[str], None]
 
 UNIT = TanhUnit()
 COMPONENTS = list(UNIT.names)
 POINTS = ["b0_nonzero", "b0_zero"]
+TIME = attrs("time", "1", "Eq. 3")
+K = attrs("weight component (c, a, h)", "1", "Eq. 27")
+L = attrs("weight component (c, a, h), second index", "1", "Eq. 27")
 
 # ------------------------------------------------------------------------------------- theory
 
@@ -201,74 +197,83 @@ def fitted_rate(t: np.ndarray, values: np.ndarray) -> tuple[float, float]:
 
 # --------------------------------------------------------------------------------- experiment
 
-VECTOR3 = ("b_init", "cloud_std")
-POSITIVE = ("t_end", "dt", "stationary_s", "stationary_growth", "relax_t")
+PARTS = ("cloud", "stationary")
 
 
-def validate(block: Mapping[str, Any]) -> None:
-    """Raise ValueError naming the offending key of the ``gaussian`` config block."""
-    required = {
-        "target", "measure", "b_init", "cloud_std", "s", "t_end", "dt", "outputs",
-        "hermite_points", "stationary_s", "stationary_growth", "relax_t", "counter_a",
-    }  # fmt: skip
-    missing, unknown = required - set(block), set(block) - required
-    if missing or unknown:
-        raise ValueError(
-            f"mean_field.gaussian: missing keys {sorted(missing)}, unknown keys {sorted(unknown)}"
+def _positive(name: str, long_name: str) -> Param:
+    return Param(name, float, REQUIRED, long_name, minimum=0.0, exclusive_minimum=True)
+
+
+PARAMS: tuple[Param, ...] = (
+    mfp.part(PARTS, "clouds of width s followed in time, or the stationary states of Eq. 30"),
+    Param(
+        "s",
+        float,
+        None,
+        "initial cloud width s, A(0) = s^2 C",
+        axis=True,
+        minimum=0.0,
+        exclusive_minimum=True,
+        maximum=0.3,
+    ),
+    mfp.dict_param("target", "target f {kind: sin | tanh_bumps, amplitude[, bumps]}"),
+    mfp.dict_param("measure", "input measure mu {kind: gauss_legendre | grid, size: M}"),
+    mfp.dict_param("init", "initial cloud centre b(0) = mean and C = diag(std^2), w = (c, a, h)"),
+    _positive("t_end", "final time"),
+    _positive("dt", "RK4 time step"),
+    Param("outputs", int, REQUIRED, "output intervals (divide t_end / dt)", minimum=3),
+    Param("hermite_points", int, REQUIRED, "Gauss-Hermite nodes per axis", minimum=3, maximum=12),
+    _positive("stationary_s", "cloud width s at the stationary states"),
+    Param(
+        "stationary_growth",
+        float,
+        REQUIRED,
+        "variance growth factor of the fastest mode at b*",
+        minimum=1.0,
+        exclusive_minimum=True,
+    ),
+    _positive("relax_t", "time Eq. 28 runs before Newton's method finds b*"),
+    Param("counter_a", float, REQUIRED, "slope a of the b0 = 0 stationary state"),
+)
+
+
+def derive(params: dict[str, Any]) -> dict[str, Any]:
+    """Check the settings; a ``cloud`` cell needs ``s``, the ``stationary`` cell drops it."""
+    mfp.gaussian(params["init"], "init", UNIT.names)
+    mfp.measure(params["measure"])
+    mfp.target(params["target"])
+    steps = float(params["t_end"]) / float(params["dt"])
+    outputs = int(params["outputs"])
+    if abs(steps - round(steps)) > 1e-9 * steps or round(steps) % outputs:
+        raise ConfigError(
+            f"outputs: {outputs!r} is not allowed; allowed: a divisor of t_end / dt = {steps:g}"
         )
-    for key in VECTOR3:
-        value = np.asarray(block[key], dtype=float)
-        if value.shape != (3,) or not np.all(np.isfinite(value)):
-            raise ValueError(f"mean_field.gaussian.{key}: expected 3 finite numbers (c, a, h)")
-    if np.any(np.asarray(block["cloud_std"], float) <= 0):
-        raise ValueError("mean_field.gaussian.cloud_std: entries must be > 0")
-    s = np.asarray(block["s"], dtype=float)
-    if s.ndim != 1 or s.size < 3 or np.any(s <= 0) or np.any(s > 0.3) or np.unique(s).size < s.size:
-        raise ValueError("mean_field.gaussian.s: expected >= 3 distinct values in (0, 0.3]")
-    for key in POSITIVE:
-        if not float(block[key]) > 0:
-            raise ValueError(f"mean_field.gaussian.{key}: must be > 0, got {block[key]!r}")
-    if not float(block["stationary_growth"]) > 1:
-        raise ValueError(
-            "mean_field.gaussian.stationary_growth: must be > 1 (variance factor along the "
-            "fastest eigenvector of H)"
-        )
-    steps = float(block["t_end"]) / float(block["dt"])
-    outputs = int(block["outputs"])
-    if outputs < 3 or abs(steps - round(steps)) > 1e-9 * steps or round(steps) % outputs:
-        raise ValueError(
-            "mean_field.gaussian.outputs: t_end / dt must be an integer multiple of outputs >= 3"
-        )
-    if not 3 <= int(block["hermite_points"]) <= 12:
-        raise ValueError("mean_field.gaussian.hermite_points: must be an integer in [3, 12]")
-    make_measure(block["measure"])
-    make_target(block["target"])
+    if params["part"] == "cloud":
+        mfp.require(params, ("s",), "cloud")
+    else:
+        params["s"] = None
+    return params
 
 
-def cells(block: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """One cell per cloud width ``s`` (kind "sweep") and one "stationary" cell (Eq. 30)."""
-    validate(block)
-    out = [
-        {"name": f"s{format_number(float(s))}", "kind": "sweep", "s": float(s)} for s in block["s"]
-    ]
-    s_stat = float(block["stationary_s"])
-    out.append({"name": f"stationary_s{format_number(s_stat)}", "kind": "stationary", "s": s_stat})
-    return out
+def extra_cells(settings: Params) -> list[dict[str, Any]]:
+    """The stationary analysis of Eq. 30 (cloud width ``stationary_s``)."""
+    return [{"part": "stationary", "s": None}]
 
 
-def _problem(block: Mapping[str, Any]) -> tuple[Measure, np.ndarray]:
-    measure = make_measure(block["measure"])
-    return measure, make_target(block["target"])(measure.x)
+def _problem(params: Params) -> tuple[Measure, np.ndarray]:
+    measure = mfp.measure(params["measure"])
+    return measure, mfp.target(params["target"])(measure.x)
 
 
-def _sweep_cell(block, cell, log) -> xr.Dataset:
-    measure, f_values = _problem(block)
-    s, dt = float(cell["s"]), float(block["dt"])
-    n_steps, outputs = round(float(block["t_end"]) / dt), int(block["outputs"])
+def _cloud_cell(params: Params, log: Log) -> xr.Dataset:
+    """A cloud N(b, s^2 C) followed by particles and by Eqs. 28-29 (one cloud width s)."""
+    measure, f_values = _problem(params)
+    s, dt = float(params["s"]), float(params["dt"])
+    n_steps, outputs = round(float(params["t_end"]) / dt), int(params["outputs"])
     steps = np.arange(outputs + 1) * (n_steps // outputs)
-    b0 = np.asarray(block["b_init"], dtype=float)
-    A0 = s**2 * np.diag(np.asarray(block["cloud_std"], dtype=float) ** 2)
-    W, q = hermite_nodes(b0, A0, int(block["hermite_points"]))
+    b0 = np.asarray(params["init"]["mean"], dtype=float)
+    A0 = s**2 * np.diag(np.asarray(params["init"]["std"], dtype=float) ** 2)
+    W, q = hermite_nodes(b0, A0, int(params["hermite_points"]))
     log(f"s = {s}: {q.size} Gauss-Hermite particles, {n_steps} RK4 steps of dt = {dt}")
     traj = integrate(UNIT, State(W, q), measure, f_values, steps * dt, dt, keep_states=True)
     moments = [cloud_moments(st.W, st.q) for st in traj.states]
@@ -298,7 +303,7 @@ def _sweep_cell(block, cell, log) -> xr.Dataset:
             ),
             "loss": ("t", traj.loss, attrs("mean-field loss L_mf", "1", "Eq. 11, simulation")),
         },
-        coords={"t": steps * dt, "k": COMPONENTS, "l": COMPONENTS},
+        coords={"t": ("t", steps * dt, TIME), "k": ("k", COMPONENTS, K), "l": ("l", COMPONENTS, L)},
     )
 
 
@@ -317,26 +322,35 @@ def _growth(measure, f_values, b, s, growth, dt, outputs, hermite_points, log):
     return H, lam, vec, steps * dt, var / s**2, np.array(fits)
 
 
-def _stationary_cell(block, cell, log) -> xr.Dataset:
-    measure, f_values = _problem(block)
-    points = [
-        stationary_point(UNIT, block["b_init"], measure, f_values, float(block["relax_t"])),
-        counterexample_point(UNIT, float(block["counter_a"]), measure, f_values),
-    ]
+def _stationary_analysis(params: Params, measure: Measure, f_values: np.ndarray, points, log):
+    """Per stationary point: the Gram matrix, |db/dt|, H and its eigenpairs, the cloud growth."""
     out = {key: [] for key in ("H", "lam", "vec", "t", "var", "fit", "resid", "G")}
     for b in points:
         g = UNIT.gradient(b, measure.x)
         out["G"].append(np.einsum("m,mi,mj->ij", measure.weights, g, g))
         out["resid"].append(np.abs(single_unit_velocity(UNIT, b, measure, f_values)).max())
         H, lam, vec, t, var, fit = _growth(
-            measure, f_values, b, float(cell["s"]), float(block["stationary_growth"]),
-            float(block["dt"]), int(block["outputs"]), int(block["hermite_points"]), log,
+            measure, f_values, b, float(params["stationary_s"]),
+            float(params["stationary_growth"]), float(params["dt"]), int(params["outputs"]),
+            int(params["hermite_points"]), log,
         )  # fmt: skip
         for key, value in zip(
             ("H", "lam", "vec", "t", "var", "fit"), (H, lam, vec, t, var, fit), strict=True
         ):
             out[key].append(value)
         log(f"b = {b}: growth rates {fit[:, 0]} vs 2 lambda = {2 * lam}")
+    return out
+
+
+def _stationary_cell(params: Params, log: Log) -> xr.Dataset:
+    """Eq. 30 at two point-like stationary states (b0 != 0 and b0 = 0) and the cloud growth."""
+    measure, f_values = _problem(params)
+    s_stat = float(params["stationary_s"])
+    points = [
+        stationary_point(UNIT, params["init"]["mean"], measure, f_values, params["relax_t"]),
+        counterexample_point(UNIT, float(params["counter_a"]), measure, f_values),
+    ]
+    out = _stationary_analysis(params, measure, f_values, points, log)
     H = np.array(out["H"])
     fit = np.array(out["fit"])
     gram_minus_H = np.linalg.eigvalsh(np.array(out["G"]) - H)
@@ -373,33 +387,33 @@ def _stationary_cell(block, cell, log) -> xr.Dataset:
                                                     "simulation")),
             "rate_theory": (pk, 2 * np.array(out["lam"]), attrs("2 lambda_k", "1", "Eq. 29")),
         },
-        coords={"point": POINTS, "k": COMPONENTS, "l": COMPONENTS, "s_stationary": cell["s"]},
+        coords={
+            "point": ("point", POINTS, attrs("stationary state", "1", "Eq. 30")),
+            "k": ("k", COMPONENTS, K),
+            "l": ("l", COMPONENTS, L),
+            "s_stationary": ((), s_stat, attrs("cloud width s at b*, A(0) = s^2 I", "1", "Eq. 29")),
+        },
     )  # fmt: skip
 
 
-def run_cell(
-    block: Mapping[str, Any], cell: Mapping[str, Any], log: Callable[[str], None]
+def run_cell(params: Params, progress: Log) -> xr.Dataset:
+    """One cell: a cloud of width ``s`` (Eqs. 27-29) or the stationary analysis (Eq. 30)."""
+    if params["part"] == "cloud":
+        return _cloud_cell(params, progress)
+    return _stationary_cell(params, progress)
+
+
+def summarize(
+    datasets: Sequence[xr.Dataset], params: Sequence[Params], settings: Params
 ) -> xr.Dataset:
-    """Compute one cell: a cloud-width sweep point or the stationary-state analysis (Eq. 30).
-
-    Uses only the block's shared settings (not its ``s`` list), so ``s`` can be a sweep axis.
-    """
-    if cell["kind"] == "sweep":
-        return _sweep_cell(block, cell, log)
-    if cell["kind"] == "stationary":
-        return _stationary_cell(block, cell, log)
-    raise ValueError(f"cell kind: {cell['kind']!r} is not one of 'sweep', 'stationary'")
-
-
-def summarize(block: Mapping[str, Any], results: Sequence[xr.Dataset]) -> xr.Dataset:
     """The sweep over s with max-over-time errors and their fitted s-exponents, plus Eq. 30 data."""
-    cell_list = cells(block)
-    sweep = [r for c, r in zip(cell_list, results, strict=True) if c["kind"] == "sweep"]
-    s = np.array([c["s"] for c in cell_list if c["kind"] == "sweep"])
-    stationary = next(
-        r for c, r in zip(cell_list, results, strict=True) if c["kind"] == "stationary"
-    )
-    ds = xr.concat(sweep, dim=xr.DataArray(s, dims="s", name="s"), join="exact")
+    groups = mfp.by_part(datasets, params, key="s")
+    mfp.need_cells(groups, "cloud", 3, "a fit in s")
+    mfp.need_cells(groups, "stationary", 1, "added by the experiment")
+    s = np.array([p["s"] for p, _ in groups["cloud"]])
+    stationary = groups["stationary"][0][1]
+    cells = [ds for _, ds in groups["cloud"]]
+    ds = xr.concat(cells, dim=xr.DataArray(s, dims="s", name="s"), join="exact")
     ds["s"].attrs = attrs("initial cloud width s, A(0) = s^2 C", "1", "Eq. 27")
     window = {"t": slice(ds["t"].values[1], None)}
     names = {
@@ -419,9 +433,64 @@ def summarize(block: Mapping[str, Any], results: Sequence[xr.Dataset]) -> xr.Dat
     ds.attrs.update({
         "experiment": "E4 Gaussian ansatz (paper 002, Eqs. 27-30)",
         "unit": "tanh: phi = c tanh(a x + h)",
-        "b_init": str(list(block["b_init"])),
-        "cloud_std": str(list(block["cloud_std"])),
-        "target": str(dict(block["target"])),
-        "hermite_points": int(block["hermite_points"]),
+        "b_init": str(list(settings["init"]["mean"])),
+        "cloud_std": str(list(settings["init"]["std"])),
+        "target": str(dict(settings["target"])),
+        "hermite_points": int(settings["hermite_points"]),
     })  # fmt: skip
     return ds
+
+
+def agreement(ds: xr.Dataset, label: str) -> list[Agreement]:
+    """The E4 rows: s-exponents of the centre and covariance errors, Eq. 28, Eqs. 29-30."""
+    rows = [
+        mfp.exponent(label, f"exponent of the {what} error in s vs 2", "Eqs. 28-29", ds, name, 2.0)
+        for name, what in (("slope_b", "centre b"), ("slope_A_rel", "relative covariance A"))
+    ]
+    rows += [
+        mfp.row(label, "cloud centre vs Eq. 28 (all s, t, components)", "Eq. 28",
+                ds["b_particles"], ds["b_ode"]),
+        mfp.row(label, "variance growth rate along eigenvectors of H vs 2 lambda_k", "Eqs. 29-30",
+                ds["rate_fit"], ds["rate_theory"], ds["rate_fit_se"]),
+    ]  # fmt: skip
+    return rows
+
+
+FIGURES = {
+    "error_vs_s": Figure(
+        plots.error_vs_s,
+        "E4 (paper 002, Eqs. 27-29): largest deviation of the particle cloud's centre and "
+        "covariance from the Gaussian ansatz (Eqs. 28-29) against the initial width s, with the "
+        "fitted power laws (:math:`s^2`, :math:`s^4`).",
+        source="summary",
+    ),
+    "trajectories": Figure(
+        plots.trajectories,
+        "E4 (paper 002, Eqs. 28-29): centre and covariance of the cloud (markers) against "
+        "Eqs. 28-29 (lines) at the widest s, and the centre error divided by :math:`s^2`.",
+        source="summary",
+    ),
+    "stationary": Figure(
+        plots.stationary,
+        "E4 (paper 002, Eqs. 29-30): :math:`|H|` at the stationary states with "
+        ":math:`b_0\\neq0` (block form of Eq. 30) and :math:`b_0=0` (where it fails), and the "
+        "cloud variance along the eigenvectors of H against :math:`e^{2\\lambda_k t}`.",
+        source="summary",
+    ),
+}
+
+EXPERIMENT = Experiment(
+    name="mf_gaussian",
+    family="mean_field",
+    title="E4: the Gaussian ansatz against the particle dynamics",
+    source="paper 002 Eqs. 27-30",
+    params=PARAMS,
+    run_cell=run_cell,
+    derive=derive,
+    extra_cells=extra_cells,
+    summarize=summarize,
+    agreement=agreement,
+    figures=FIGURES,
+    default_figures=tuple(FIGURES),
+    resources=mfp.resources,
+)

@@ -10,16 +10,20 @@ Its non-zero spectrum is therefore ``-theta_k``, the eigenvalues of the symmetri
 ``s0 = mu^1/2 (int dp0 phi(., x_m) dw)``, so Eq. (18) reads ``L(t) = 1/2 sum_k (v_k . s0)^2
 exp(-2 theta_k t)``, i.e. ``s(t) = exp(-t Theta) s0`` in residual space.
 
-Cells (one job each):
+Registry entry ``mf_linearisation``; its ``part`` axis names the cells (one job each):
 
-- ``decay_N<N>``: N particles (q = 1/N) trained by RK4 from ``init`` to the zero-loss state of the
-  target ``f = int p_star phi dw``; the late rate ``-d log L/dt`` against ``2 theta_min`` of the
-  final state (and against ``2 kappa_min`` of the feature Gram matrix, the paper's "eigenvalues of
-  K" after Eq. 18);
-- ``delta_<delta>``: the converged state moved by ``delta`` times random directions, the particle
-  loss against Eq. (18);
-- ``grid_n<n>``: ``R`` discretised by finite volumes on an n x n grid for the smooth stationary
-  density ``p_star``; its non-zero spectrum against weighted quadrature nodes of ``p_star``.
+- ``perturb`` (axis ``delta``): the converged state moved by ``delta`` times random directions,
+  the particle loss against Eq. (18);
+- ``grid`` (axis ``grid_size``): ``R`` discretised by finite volumes on an n x n grid for the
+  smooth stationary density ``p_star``; its non-zero spectrum against weighted quadrature nodes
+  of ``p_star``;
+- ``decay`` (added by :func:`extra_cells`): N particles (q = 1/N) trained by RK4 from ``init`` to
+  the zero-loss state of the target ``f = int p_star phi dw``; the late rate ``-d log L/dt``
+  against ``2 theta_min`` of the final state (and against ``2 kappa_min`` of the feature Gram
+  matrix, the paper's "eigenvalues of K" after Eq. 18).
+
+A cell keeps only the axis of its part, so ``part: [perturb, grid]`` with lists of deltas and grid
+sizes gives one cell per delta and one per grid size.
 """
 
 from __future__ import annotations
@@ -33,28 +37,21 @@ import numpy as np
 import xarray as xr
 
 from weightdyn import seeds, stats
+from weightdyn.agreement import Agreement
+from weightdyn.experiments import REQUIRED, ConfigError, Experiment, Figure, Param
 from weightdyn.io import attrs
+from weightdyn.mean_field import params as mfp
 from weightdyn.mean_field import particles
-from weightdyn.mean_field.model import Measure, ShiftedTanhUnit, make_measure, make_unit
-from weightdyn.plots.mean_field_linearisation import FIGURES, plot
+from weightdyn.mean_field.model import Measure, ShiftedTanhUnit
+from weightdyn.plots import mean_field_linearisation as plots
 
-__all__ = [
-    "FIGURES",
-    "cells",
-    "eq18_loss",
-    "feature_gram",
-    "fitted_rate",
-    "grid_operators",
-    "grid_tangent_kernel",
-    "linear_residual",
-    "plot",
-    "run_cell",
-    "summarize",
-    "tangent_kernel",
-]
-
-Block = Mapping[str, Any]
+Params = Mapping[str, Any]
 Log = Callable[[str], None]
+
+TIME = attrs("time", "1", "Eq. 3 with alpha = N")
+MODE = attrs("eigenvalue index (ascending)", "1", "Eq. 16")
+DIRECTION = attrs("random perturbation direction", "1", "simulation")
+WEIGHTS = ("w0", "h")
 
 # --------------------------------------------------------------------------------------- theory
 
@@ -186,10 +183,45 @@ def fitted_rate(t: np.ndarray, loss: np.ndarray, window: Sequence[float]) -> tup
 
 # ----------------------------------------------------------------------------------- settings
 
+PARTS = ("perturb", "grid", "decay")
+
+
+def _positive(name: str, long_name: str, kind: type = float, minimum: float = 0.0) -> Param:
+    return Param(name, kind, REQUIRED, long_name, minimum=minimum, exclusive_minimum=True)
+
+
+PARAMS: tuple[Param, ...] = (
+    mfp.part(PARTS, "perturbations of size delta, finite-volume R on grids, the decay to p_inf"),
+    Param(
+        "delta",
+        float,
+        None,
+        "perturbation size delta (0 < delta < 1)",
+        axis=True,
+        minimum=0.0,
+        exclusive_minimum=True,
+    ),
+    Param("grid_size", int, None, "grid size n (n x n nodes)", axis=True, minimum=4),
+    mfp.dict_param("unit", "unit {kind: shifted_tanh, beta}"),
+    mfp.dict_param("measure", "input measure mu {kind: gauss_legendre | grid, size: M}"),
+    mfp.dict_param("p_star", "smooth zero-loss density N(mean, diag(std^2)) of (w0, h)"),
+    mfp.dict_param("init", "initial density N(mean, diag(std^2)) of the trained particles"),
+    _positive("particles", "trained particles N", int),
+    _positive("dt", "RK4 time step"),
+    _positive("output_dt", "output interval of the training (a multiple of dt)"),
+    _positive("t_end", "training time (a multiple of output_dt)"),
+    Param("fit_loss", list, REQUIRED, "loss window [upper, lower] of the late-rate fit"),
+    _positive("directions", "random directions per delta", int, minimum=1),
+    _positive("perturb_decades", "decades of loss decay the perturbation runs last"),
+    _positive("grid_width", "box half-width in standard deviations of p_star"),
+    _positive("reference_points", "reference quadrature nodes of p_star per axis", int, 2),
+    _positive("dense_max", "largest n whose dense R_h is diagonalised", int),
+)
+
 
 @dataclass(frozen=True)
 class Settings:
-    """The validated settings of a linearisation block."""
+    """The validated settings of a linearisation sweep."""
 
     unit: ShiftedTanhUnit
     measure: Measure
@@ -202,10 +234,8 @@ class Settings:
     t_end: float
     output_dt: float
     fit_loss: tuple[float, float]
-    deltas: tuple[float, ...]
     directions: int
     perturb_decades: float
-    grid_sizes: tuple[int, ...]
     grid_width: float
     reference_points: int
     dense_max: int
@@ -218,100 +248,71 @@ class Settings:
         return particles.prediction(self.unit, nodes, q, self.measure.x)
 
 
-def _number(block: Block, key: str, kind: type = float, low: float = 0.0) -> Any:
-    value = block.get(key)
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= low:
-        raise ValueError(f"linearisation.{key}: {value!r} must be a number > {low}")
-    if kind is int and int(value) != value:
-        raise ValueError(f"linearisation.{key}: {value!r} must be an integer > {low}")
-    return kind(value)
+def _fit_window(value: Any) -> tuple[float, float]:
+    ok = isinstance(value, list | tuple) and len(value) == 2
+    ok = ok and all(isinstance(v, int | float) and not isinstance(v, bool) for v in value)
+    if not ok or not 0 < float(value[1]) < float(value[0]):
+        raise ConfigError(
+            f"fit_loss: {value!r} is not allowed; allowed: [upper, lower] with 0 < lower < upper"
+        )
+    return float(value[0]), float(value[1])
 
 
-def _gaussian(block: Block, key: str) -> tuple[np.ndarray, np.ndarray]:
-    spec = block.get(key, {})
-    mean = np.asarray(spec.get("mean", ()), dtype=float)
-    std = np.asarray(spec.get("std", ()), dtype=float)
-    if mean.shape != (2,) or std.shape != (2,) or np.any(std <= 0):
-        raise ValueError(f"linearisation.{key}: expected mean [w0, h] and std [>0, >0], got {spec}")
-    return mean, std
+def settings(params: Params) -> Settings:
+    """Validate the settings (ConfigError naming the key and what is allowed).
 
-
-def _positive_list(block: Block, key: str, kind: type) -> tuple:
-    values = block.get(key, ())
-    if not isinstance(values, Sequence) or len(values) == 0:
-        raise ValueError(f"linearisation.{key}: {values!r} must be a non-empty list")
-    for v in values:
-        if isinstance(v, bool) or not isinstance(v, int | float) or v <= 0 or kind(v) != v:
-            raise ValueError(f"linearisation.{key}: {v!r} must be a positive {kind.__name__}")
-    if len(set(values)) != len(values):
-        raise ValueError(f"linearisation.{key}: {values!r} has duplicates")
-    return tuple(kind(v) for v in values)
-
-
-def settings(block: Block) -> Settings:
-    """Validate ``block`` (raises ValueError naming the key and the allowed values).
-
-    Keys: ``unit`` (shifted_tanh spec), ``measure`` (training set), ``p_star`` and ``init``
-    (``{mean: [w0, h], std: [w0, h]}``: the smooth zero-loss density defining the target, and the
-    initial density of the N = ``particles`` trained particles), ``dt``, ``output_dt``, ``t_end``
-    (RK4 training), ``fit_loss`` ([upper, lower] loss window of the late-rate fit), ``deltas``,
-    ``directions`` (random directions per delta), ``perturb_decades`` (perturbation runs last
-    ``decades * ln 10 / (2 theta_min)``), ``grid_sizes``, ``grid_width`` (box half-width in
-    standard deviations, shared by the reference nodes), ``reference_points`` (per axis) and
-    ``dense_max`` (largest n whose dense R_h is diagonalised to check the identity).
+    ``p_star`` and ``init`` are ``{mean: [w0, h], std: [w0, h]}``: the smooth zero-loss density
+    defining the target, and the initial density of the N = ``particles`` trained particles; the
+    perturbation runs last ``perturb_decades * ln 10 / (2 theta_min)``; ``grid_width`` is the box
+    half-width in standard deviations, shared by the reference nodes.
     """
-    unit = make_unit(block.get("unit", {}))
-    if not isinstance(unit, ShiftedTanhUnit):
-        raise ValueError("linearisation.unit.unit: only 'shifted_tanh' (w = (w0, h)) is supported")
-    measure = make_measure(block.get("measure", {}))
-    p_mean, p_std = _gaussian(block, "p_star")
-    init_mean, init_std = _gaussian(block, "init")
-    dt = _number(block, "dt")
-    output_dt = _number(block, "output_dt")
-    t_end = _number(block, "t_end")
-    for key, value in (("output_dt", output_dt), ("t_end", t_end)):
-        if abs(round(value / dt) * dt - value) > 1e-9 * max(1.0, value):
-            raise ValueError(f"linearisation.{key}: {value!r} must be a multiple of dt = {dt}")
-    if abs(round(t_end / output_dt) * output_dt - t_end) > 1e-9 * t_end:
-        raise ValueError(f"linearisation.t_end: {t_end!r} must be a multiple of output_dt")
-    fit = block.get("fit_loss", ())
-    if len(fit) != 2 or not 0 < float(fit[1]) < float(fit[0]):
-        raise ValueError(f"linearisation.fit_loss: {fit!r} must be [upper, lower] with 0 < lower")
-    deltas = _positive_list(block, "deltas", float)
-    if max(deltas) >= 1:
-        raise ValueError(f"linearisation.deltas: {deltas!r} must lie in (0, 1)")
-    grid_sizes = _positive_list(block, "grid_sizes", int)
-    if min(grid_sizes) < 4 or len(grid_sizes) < 2:
-        raise ValueError(f"linearisation.grid_sizes: {grid_sizes!r} needs >= 2 sizes, each >= 4")
+    unit = mfp.unit(params["unit"], allowed=("shifted_tanh",))
+    dt, output_dt, t_end = (float(params[k]) for k in ("dt", "output_dt", "t_end"))
+    mfp.multiple(output_dt, dt, "output_dt", "dt")
+    mfp.multiple(t_end, dt, "t_end", "dt")
+    mfp.multiple(t_end, output_dt, "t_end", "output_dt")
+    p_mean, p_std = mfp.gaussian(params["p_star"], "p_star", WEIGHTS)
+    init_mean, init_std = mfp.gaussian(params["init"], "init", WEIGHTS)
     return Settings(
         unit=unit,
-        measure=measure,
+        measure=mfp.measure(params["measure"]),
         p_mean=p_mean,
         p_std=p_std,
         init_mean=init_mean,
         init_std=init_std,
-        particles=_number(block, "particles", int),
+        particles=int(params["particles"]),
         dt=dt,
         t_end=t_end,
         output_dt=output_dt,
-        fit_loss=(float(fit[0]), float(fit[1])),
-        deltas=deltas,
-        directions=_number(block, "directions", int, low=1),
-        perturb_decades=_number(block, "perturb_decades"),
-        grid_sizes=grid_sizes,
-        grid_width=_number(block, "grid_width"),
-        reference_points=_number(block, "reference_points", int, low=2),
-        dense_max=_number(block, "dense_max", int),
+        fit_loss=_fit_window(params["fit_loss"]),
+        directions=int(params["directions"]),
+        perturb_decades=float(params["perturb_decades"]),
+        grid_width=float(params["grid_width"]),
+        reference_points=int(params["reference_points"]),
+        dense_max=int(params["dense_max"]),
     )
 
 
-def cells(block: Block) -> list[dict[str, Any]]:
-    """One decay cell, one cell per perturbation size delta, one cell per grid size n."""
-    s = settings(block)
-    out: list[dict[str, Any]] = [{"name": f"decay_N{s.particles}", "kind": "decay"}]
-    out += [{"name": f"delta_{d:g}", "kind": "perturb", "delta": d} for d in s.deltas]
-    out += [{"name": f"grid_n{n}", "kind": "grid", "n": n} for n in s.grid_sizes]
-    return out
+def derive(params: dict[str, Any]) -> dict[str, Any]:
+    """Check the settings; keep only the axis of the cell's part (``delta`` or ``grid_size``)."""
+    settings(params)
+    part = params["part"]
+    if part == "perturb":
+        mfp.require(params, ("delta",), part)
+        if params["delta"] >= 1:
+            raise ConfigError(f"delta: {params['delta']!r} is not allowed; allowed: 0 < delta < 1")
+    if part == "grid":
+        mfp.require(params, ("grid_size",), part)
+    keep = {"perturb": "delta", "grid": "grid_size", "decay": None}[part]
+    for axis in ("delta", "grid_size"):
+        if axis != keep:
+            params[axis] = None
+    return params
+
+
+def extra_cells(settings_: Params) -> list[dict[str, Any]]:
+    """The decay of the trained particles to the zero-loss state (late rate vs 2 theta_min)."""
+    return [{"part": "decay", "delta": None, "grid_size": None}]
 
 
 # ------------------------------------------------------------------------------------- cells
@@ -353,25 +354,25 @@ def _decay_cell(s: Settings, log: Log) -> xr.Dataset:
     spec = _spectra(s, traj.states[-1])
     rate, rate_se = fitted_rate(traj.t, traj.loss, s.fit_loss)
     log(f"late rate {rate:.10g} +- {rate_se:.2g}; 2 theta_min = {2 * spec['theta'][0]:.10g}")
-    mode = {"mode": np.arange(s.measure.size)}
+    mode = {"mode": ("mode", np.arange(s.measure.size), MODE)}
     return xr.Dataset(
         {
-            "loss": ("t", traj.loss, attrs("particle loss L(t)", "1", "Eq. 2, simulation")),
+            "loss_decay": ("t", traj.loss, attrs("particle loss L(t)", "1", "Eq. 2, simulation")),
             "local_rate": (
                 "t",
                 traj.dissipation / traj.loss,
-                attrs("-d log L/dt = D/L", "1/time", "Eq. 12, simulation"),
+                attrs("-d log L/dt = D/L", "1", "Eq. 12, simulation"),
             ),
-            "theta": ("mode", spec["theta"], attrs("eigenvalues of Theta", "1/time", "Eq. 16")),
+            "theta": ("mode", spec["theta"], attrs("eigenvalues of Theta", "1", "Eq. 16")),
             "kappa": (
                 "mode",
                 spec["kappa"],
-                attrs("eigenvalues of the feature Gram matrix (K on p)", "1/time", "Eq. 14"),
+                attrs("eigenvalues of the feature Gram matrix (K on p)", "1", "Eq. 14"),
             ),
-            "rate": ((), rate, attrs("fitted late rate -d log L/dt", "1/time", "simulation")),
-            "rate_se": ((), rate_se, attrs("standard error of rate", "1/time", "simulation")),
+            "rate": ((), rate, attrs("fitted late rate -d log L/dt", "1", "simulation")),
+            "rate_se": ((), rate_se, attrs("standard error of rate", "1", "simulation")),
         },
-        coords={"t": traj.t, **mode},
+        coords={"t": ("t", traj.t, TIME), **mode},
     )
 
 
@@ -402,7 +403,10 @@ def _perturb_cell(s: Settings, delta: float, log: Log) -> xr.Dataset:
                 attrs("sup_t |L_eq18 / L - 1|", "1", "Eq. 18 vs simulation"),
             ),
         },
-        coords={"t": steps, "direction": np.arange(s.directions)},
+        coords={
+            "t": ("t", steps, TIME),
+            "direction": ("direction", np.arange(s.directions), DIRECTION),
+        },
     )
 
 
@@ -421,11 +425,11 @@ def _grid_cell(s: Settings, n: int, log: Log) -> xr.Dataset:
     log(f"n = {n}: theta_h = {theta_h}, dense identity error {identity:.2g}")
     return xr.Dataset(
         {
-            "theta_grid": ("mode", theta_h, attrs("eigenvalues of Theta_h", "1/time", "Eq. 16")),
+            "theta_grid": ("mode", theta_h, attrs("eigenvalues of Theta_h", "1", "Eq. 16")),
             "theta_ref": (
                 "mode",
                 theta_ref,
-                attrs("eigenvalues of Theta, quadrature nodes", "1/time", "Eq. 16"),
+                attrs("eigenvalues of Theta, quadrature nodes", "1", "Eq. 16"),
             ),
             "identity_error": (
                 (),
@@ -433,20 +437,18 @@ def _grid_cell(s: Settings, n: int, log: Log) -> xr.Dataset:
                 attrs("max |eig(-R_h) / eig(Theta_h) - 1| (non-zero part)", "1", "Eqs. 15-16"),
             ),
         },
-        coords={"mode": np.arange(s.measure.size)},
+        coords={"mode": ("mode", np.arange(s.measure.size), MODE)},
     )
 
 
-def run_cell(block: Block, cell: Mapping[str, Any], log: Log) -> xr.Dataset:
-    """Compute one cell (see the module docstring)."""
-    s = settings(block)
-    if cell["kind"] == "decay":
-        return _decay_cell(s, log)
-    if cell["kind"] == "perturb":
-        return _perturb_cell(s, float(cell["delta"]), log)
-    if cell["kind"] == "grid":
-        return _grid_cell(s, int(cell["n"]), log)
-    raise ValueError(f"linearisation cell kind: {cell['kind']!r} is not decay, perturb, grid")
+def run_cell(params: Params, progress: Log) -> xr.Dataset:
+    """One cell: the decay, one perturbation size or one grid size (see the module docstring)."""
+    s = settings(params)
+    if params["part"] == "decay":
+        return _decay_cell(s, progress)
+    if params["part"] == "perturb":
+        return _perturb_cell(s, float(params["delta"]), progress)
+    return _grid_cell(s, int(params["grid_size"]), progress)
 
 
 # --------------------------------------------------------------------------------- summary
@@ -457,98 +459,149 @@ def _max_finite(values: np.ndarray) -> float:
     return float(finite.max()) if finite.size else np.nan
 
 
-def summarize(block: Block, results: Sequence[xr.Dataset]) -> xr.Dataset:
-    """The figure data and the acceptance numbers (rate match, Eq. 18 slope, grid orders)."""
-    s = settings(block)
-    table = cells(block)
-    if len(results) != len(table):
-        raise ValueError(f"linearisation: {len(results)} results for {len(table)} cells")
-    by_kind = {
-        kind: [r for c, r in zip(table, results, strict=True) if c["kind"] == kind]
-        for kind in ("decay", "perturb", "grid")
-    }
-    decay = by_kind["decay"][0].rename({"t": "t_decay"})
-    theta_min = float(decay["theta"][0])
-    kappa_min = float(decay["kappa"][0])
+def _decay_vars(decay: xr.Dataset) -> dict[str, Any]:
+    """The late decay rate against 2 theta_min (Theta) and 2 kappa_min (the paper's K)."""
+    theta_min, kappa_min = float(decay["theta"][0]), float(decay["kappa"][0])
     rate, rate_se = float(decay["rate"]), float(decay["rate_se"])
-    perturb = xr.concat(by_kind["perturb"], dim=xr.DataArray(list(s.deltas), dims="delta"))
+    text = "Eq. 18 text"
+    nearest = float(np.min(np.abs(rate / (2 * decay["kappa"].values) - 1)))
+    return {
+        **{name: decay[name] for name in ("loss_decay", "local_rate", "theta", "kappa", "rate",
+                                          "rate_se")},
+        "rate_rel_error": ((), abs(rate / (2 * theta_min) - 1),
+                           attrs("|rate / (2 theta_min) - 1|", "1", "Eq. 18 vs simulation")),
+        "rate_rel_error_se": ((), rate_se / (2 * theta_min),
+                              attrs("standard error of rate_rel_error", "1", "simulation")),
+        "rate_over_2kappa_min": ((), rate / (2 * kappa_min),
+                                 attrs("rate / (2 kappa_min): the paper's 'eigenvalues of K'", "1",
+                                       text)),
+        "rate_nearest_kappa_rel": ((), nearest, attrs("min_k |rate / (2 kappa_k) - 1|", "1", text)),
+    }  # fmt: skip
+
+
+def _perturb_vars(cells: Sequence[xr.Dataset], deltas: np.ndarray, directions: int) -> dict:
+    """Eq. 18 against the perturbed particles and the delta-exponent of its error."""
+    perturb = xr.concat(cells, dim=xr.DataArray(list(deltas), dims="delta"))
     perturb = perturb.rename({"t": "t_perturb"})
     err = perturb["error"]
     err_mean = err.mean("direction")
-    err_se = err.std("direction", ddof=1) / np.sqrt(s.directions)
-    slope, slope_se, *_ = stats.power_law_fit(s.deltas, err_mean.values)
+    err_se = err.std("direction", ddof=1) / np.sqrt(directions)
+    slope, slope_se, *_ = stats.power_law_fit(deltas, err_mean.values)
+    return {
+        "loss_perturbed": perturb["loss"],
+        "loss_eq18": perturb["loss_eq18"],
+        "eq18_error": err,
+        "eq18_error_mean": ("delta", err_mean.values,
+                            attrs("mean over directions of sup_t |L_eq18/L - 1|", "1", "Eq. 18")),
+        "eq18_error_se": ("delta", err_se.values, attrs("standard error", "1", "simulation")),
+        "eq18_slope": ((), slope, attrs("d log error / d log delta", "1", "Eq. 18")),
+        "eq18_slope_se": ((), slope_se, attrs("standard error of slope", "1", "simulation")),
+    }  # fmt: skip
+
+
+def _grid_vars(cells: Sequence[xr.Dataset], sizes: np.ndarray, modes: int) -> dict[str, Any]:
+    """The spectrum of the finite-volume R_h against the quadrature nodes; observed orders."""
     grid = xr.concat(
-        [r.drop_vars("theta_ref") for r in by_kind["grid"]],
-        dim=xr.DataArray(list(s.grid_sizes), dims="n"),
+        [r.drop_vars("theta_ref") for r in cells], dim=xr.DataArray(list(sizes), dims="n")
     )
-    theta_ref = by_kind["grid"][0]["theta_ref"]
+    theta_ref = cells[0]["theta_ref"]
     rel = np.abs(grid["theta_grid"] / theta_ref - 1.0)
-    fits = [stats.power_law_fit(s.grid_sizes, rel.values[:, k])[:2] for k in range(s.measure.size)]
+    fits = [stats.power_law_fit(sizes, rel.values[:, k])[:2] for k in range(modes)]
     orders = np.array([(-slope, se) for slope, se in fits])
     extreme = np.r_[orders[:2, 0], orders[-2:, 0]]
-    out = xr.Dataset(
-        {
-            "loss_decay": decay["loss"],
-            "local_rate": decay["local_rate"],
-            "theta": decay["theta"],
-            "kappa": decay["kappa"],
-            "rate": decay["rate"],
-            "rate_se": decay["rate_se"],
-            "rate_rel_error": (
-                (),
-                abs(rate / (2 * theta_min) - 1),
-                attrs("|rate / (2 theta_min) - 1|", "1", "Eq. 18 vs simulation"),
-            ),
-            "rate_rel_error_se": (
-                (),
-                rate_se / (2 * theta_min),
-                attrs("standard error of rate_rel_error", "1", "simulation"),
-            ),
-            "rate_over_2kappa_min": (
-                (),
-                rate / (2 * kappa_min),
-                attrs("rate / (2 kappa_min): the paper's 'eigenvalues of K'", "1", "Eq. 18 text"),
-            ),
-            "rate_nearest_kappa_rel": (
-                (),
-                float(np.min(np.abs(rate / (2 * decay["kappa"].values) - 1))),
-                attrs("min_k |rate / (2 kappa_k) - 1|", "1", "Eq. 18 text"),
-            ),
-            "loss_perturbed": perturb["loss"],
-            "loss_eq18": perturb["loss_eq18"],
-            "eq18_error": err,
-            "eq18_error_mean": (
-                "delta",
-                err_mean.values,
-                attrs("mean over directions of sup_t |L_eq18/L - 1|", "1", "Eq. 18"),
-            ),
-            "eq18_error_se": ("delta", err_se.values, attrs("standard error", "1", "simulation")),
-            "eq18_slope": ((), slope, attrs("d log error / d log delta", "1", "Eq. 18")),
-            "eq18_slope_se": ((), slope_se, attrs("standard error of slope", "1", "simulation")),
-            "theta_grid": grid["theta_grid"],
-            "theta_ref": theta_ref,
-            "theta_grid_rel_error": (
-                ("n", "mode"),
-                rel.values,
-                attrs("|theta_h / theta_ref - 1|", "1", "Eq. 16, finite volumes"),
-            ),
-            "grid_order": (
-                "mode",
-                orders[:, 0],
-                attrs("observed order -d log error / d log n", "1", "Eq. 16"),
-            ),
-            "grid_order_se": ("mode", orders[:, 1], attrs("standard error", "1", "fit")),
-            "grid_order_min": (
-                (),
-                float(extreme.min()),
-                attrs("min order over the 2 smallest and 2 largest eigenvalues", "1", "Eq. 16"),
-            ),
-            "identity_error": (
-                (),
-                _max_finite(grid["identity_error"].values),
-                attrs("max |eig(-R_h)/eig(Theta_h) - 1| over dense grids", "1", "Eqs. 15-16"),
-            ),
-        },
-        coords={"delta": list(s.deltas), "n": list(s.grid_sizes)},
-    )
-    return out
+    return {
+        "theta_grid": grid["theta_grid"],
+        "theta_ref": theta_ref,
+        "theta_grid_rel_error": (("n", "mode"), rel.values,
+                                 attrs("|theta_h / theta_ref - 1|", "1", "Eq. 16, finite volumes")),
+        "grid_order": ("mode", orders[:, 0],
+                       attrs("observed order -d log error / d log n", "1", "Eq. 16")),
+        "grid_order_se": ("mode", orders[:, 1], attrs("standard error", "1", "fit")),
+        "grid_order_min": ((), float(extreme.min()),
+                           attrs("min order over the 2 smallest and 2 largest eigenvalues", "1",
+                                 "Eq. 16")),
+        "identity_error": ((), _max_finite(grid["identity_error"].values),
+                           attrs("max |eig(-R_h)/eig(Theta_h) - 1| over dense grids", "1",
+                                 "Eqs. 15-16")),
+    }  # fmt: skip
+
+
+def summarize(
+    datasets: Sequence[xr.Dataset], params: Sequence[Params], settings_: Params
+) -> xr.Dataset:
+    """The figure data and the acceptance numbers (rate match, Eq. 18 slope, grid orders)."""
+    s = settings(settings_)
+    groups = mfp.by_part(datasets, params)
+    mfp.need_cells(groups, "decay", 1, "added by the experiment")
+    mfp.need_cells(groups, "perturb", 2, "a fit in delta")
+    mfp.need_cells(groups, "grid", 2, "a fit in n")
+    perturb = sorted(groups["perturb"], key=lambda pair: pair[0]["delta"])
+    grid = sorted(groups["grid"], key=lambda pair: pair[0]["grid_size"])
+    deltas = np.array([p["delta"] for p, _ in perturb])
+    sizes = np.array([p["grid_size"] for p, _ in grid])
+    decay = groups["decay"][0][1].rename({"t": "t_decay"})
+    data = {
+        **_decay_vars(decay),
+        **_perturb_vars([ds for _, ds in perturb], deltas, s.directions),
+        **_grid_vars([ds for _, ds in grid], sizes, s.measure.size),
+    }
+    coords = {
+        "delta": ("delta", deltas, attrs("perturbation size delta", "1", "Eq. 18")),
+        "n": ("n", sizes, attrs("grid size n (n x n nodes)", "1", "Eq. 16")),
+    }
+    return xr.Dataset(data, coords=coords)
+
+
+def agreement(ds: xr.Dataset, label: str) -> list[Agreement]:
+    """The E5 rows: Eq. 18 error exponent in delta, late rate vs 2 theta_min, grid order."""
+    orders = ds.assign(grid_order_min_se=ds["grid_order_se"].max())
+    return [
+        mfp.exponent(label, "exponent of the Eq. 18 error in the perturbation size vs 1", "Eq. 18",
+                     ds, "eq18_slope", 1.0),
+        mfp.row(label, "late loss decay rate vs 2 theta_min (tangent kernel)", "Eqs. 16-18",
+                ds["rate"], 2 * ds["theta"].min(), ds["rate_se"]),
+        mfp.exponent(label, "grid order of the spectrum of R vs 2", "Eq. 16", orders,
+                     "grid_order_min", 2.0),
+    ]  # fmt: skip
+
+
+FIGURES = {
+    "decay": Figure(
+        plots.decay,
+        "E5 (paper 002, Eqs. 12, 16-18): loss of the trained particles on the way to the "
+        "zero-loss state with the asymptotes :math:`e^{-2\\theta_{min}t}` (tangent kernel, the "
+        "spectrum of -R) and :math:`e^{-2\\kappa_{min}t}` (Gram matrix of K), and the local rate "
+        ":math:`-d\\log L/dt`.",
+        source="summary",
+    ),
+    "perturbation": Figure(
+        plots.perturbation,
+        "E5 (paper 002, Eq. 18): loss after perturbations of size delta (markers) against the "
+        "linearised prediction of Eq. 18 (lines), its relative error, and the error against delta "
+        "(+-1 s.e. over directions).",
+        source="summary",
+    ),
+    "grid_spectrum": Figure(
+        plots.grid_spectrum,
+        "E5 (paper 002, Eqs. 15-16): non-zero spectrum of the finite-volume R on n x n grids "
+        "against the tangent kernel on quadrature nodes, and its relative error against n with "
+        ":math:`n^{-2}`.",
+        source="summary",
+    ),
+}
+
+EXPERIMENT = Experiment(
+    name="mf_linearisation",
+    family="mean_field",
+    title="E5: linearisation of the transport equation at a zero-loss state",
+    source="paper 002 Eqs. 14-18",
+    params=PARAMS,
+    run_cell=run_cell,
+    derive=derive,
+    extra_cells=extra_cells,
+    summarize=summarize,
+    agreement=agreement,
+    figures=FIGURES,
+    default_figures=tuple(FIGURES),
+    resources=mfp.resources,
+)

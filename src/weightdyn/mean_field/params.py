@@ -56,18 +56,20 @@ def choice(value: Any, key: str, allowed: Sequence[str]) -> str:
     return value
 
 
-def number(value: Any, key: str, low: float = 0.0, integer: bool = False, strict=True) -> Any:
-    """A finite number ``> low`` (``>= low`` unless ``strict``), an integer if ``integer``."""
+def number(
+    value: Any, key: str, low: float | None = 0.0, integer: bool = False, strict: bool = True
+) -> Any:
+    """A finite number ``> low`` (``>= low`` unless ``strict``; any if ``low`` is None), an
+    integer if ``integer``."""
     kind = "an integer" if integer else "a number"
+    bound = "" if low is None else f" {'>' if strict else '>='} {low:g}"
     ok = isinstance(value, int | float) and not isinstance(value, bool) and np.isfinite(value)
     if ok and integer:
         ok = float(value).is_integer()
-    if ok:
+    if ok and low is not None:
         ok = value > low if strict else value >= low
     if not ok:
-        raise ConfigError(
-            f"{key}: {value!r} is not allowed; allowed: {kind} {'>' if strict else '>='} {low:g}"
-        )
+        raise ConfigError(f"{key}: {value!r} is not allowed; allowed: {kind}{bound}")
     return int(value) if integer else float(value)
 
 
@@ -99,15 +101,18 @@ def measure(value: Any, key: str = "measure") -> model.Measure:
 
 
 def target(value: Any, key: str = "target") -> Callable[[np.ndarray], np.ndarray]:
-    """The target function of ``{kind, amplitude[, bumps]}``."""
+    """The target function of ``{kind, amplitude[, bumps]}`` (``bumps`` only for tanh_bumps)."""
     spec = keys(value, key, ("kind", "amplitude"), ("bumps",))
     choice(spec["kind"], f"{key}.kind", TARGET_KINDS)
-    number(spec["amplitude"], f"{key}.amplitude", strict=False, low=-np.inf)
+    number(spec["amplitude"], f"{key}.amplitude", low=None)
     if "bumps" in spec:
         if spec["kind"] != "tanh_bumps":
             raise ConfigError(f"{key}.bumps: only for kind 'tanh_bumps', not {spec['kind']!r}")
-        bumps = np.asarray(spec["bumps"], dtype=object)
-        if bumps.ndim != 2 or bumps.shape[1] != 3:
+        try:
+            bumps = np.asarray(spec["bumps"], dtype=float)
+        except (TypeError, ValueError):
+            bumps = np.full(0, np.nan)
+        if bumps.ndim != 2 or bumps.shape[1] != 3 or not np.all(np.isfinite(bumps)):
             raise ConfigError(
                 f"{key}.bumps: {spec['bumps']!r} is not allowed; allowed: [[c, a, h], ...]"
             )
@@ -116,12 +121,12 @@ def target(value: Any, key: str = "target") -> Callable[[np.ndarray], np.ndarray
 
 def unit(value: Any, key: str = "unit", allowed: Sequence[str] = UNIT_KINDS) -> model.Unit:
     """The unit of ``{kind[, beta]}`` (``beta`` > 0 is required for ``shifted_tanh``)."""
-    if isinstance(value, Mapping) and value.get("kind") == "shifted_tanh":
-        spec = keys(value, key, ("kind", "beta"))
+    shifted = isinstance(value, Mapping) and value.get("kind") == "shifted_tanh"
+    spec = keys(value, key, ("kind", "beta") if shifted else ("kind",))
+    choice(spec["kind"], f"{key}.kind", allowed)
+    if shifted:
         number(spec["beta"], f"{key}.beta")
-    else:
-        spec = keys(value, key, ("kind",))
-    return model.make_unit({"kind": choice(spec["kind"], f"{key}.kind", allowed), **spec})
+    return model.make_unit(spec)
 
 
 def gaussian(value: Any, key: str, names: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -184,7 +189,8 @@ def need_cells(groups: Mapping[str, list], part_: str, count: int, what: str) ->
     have = len(groups.get(part_, []))
     if have < count:
         raise ConfigError(
-            f"part: the summary needs >= {count} cells of part {part_!r} ({what}); the sweep has {have}"
+            f"part: the summary needs >= {count} cells of part {part_!r} ({what}); the sweep "
+            f"has {have}"
         )
 
 
@@ -198,8 +204,3 @@ def exponent(label: str, compared: str, equations: str, ds: xr.Dataset, name: st
 def row(label: str, compared: str, equations: str, sim, theory, sim_se=None) -> Agreement:
     """One paper-002 agreement row (see :func:`weightdyn.agreement.agreement`)."""
     return agreement(label, compared, equations, sim, theory, sim_se, paper=PAPER)
-
-
-def coordinate(values: Any, long_name: str, units: str = "1", source: str = "paper 002"):
-    """``(values, attrs)`` of a coordinate with CF attributes."""
-    return values, {"long_name": long_name, "units": units, "source": source}

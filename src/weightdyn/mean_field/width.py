@@ -253,7 +253,7 @@ def width_dataset(s: Settings, n: int, total: int, log: Log) -> xr.Dataset:
         {
             "loss": (
                 ("seed", "t"),
-                np.concatenate(losses),
+                np.ascontiguousarray(np.concatenate(losses)),
                 attrs("loss L_N of a width-N network", "1", "simulation (Eq. 2)"),
             ),
             "dissipation_min": (
@@ -305,29 +305,19 @@ def loss_second_variation(state: particles.State, measure: Measure, f_values: np
     return (measure.weights * dfdt * dfdt).sum(-1) + second
 
 
-def energy_dataset(s: Settings, n: int, total: int, log: Log) -> xr.Dataset:
-    """Eq. (12): RK4 loss changes vs Simpson-integrated dissipation; the explicit Euler excess.
-
-    Systems: ``seeds`` networks of width N (q = 1/N) and an ``energy.points^3`` grid of ``p0``
-    (the mean-field loss of Eq. 11, last system).
-    Euler: ``e_k = L_{k+1} - L_k + dt D_k`` against its Taylor term ``(dt^2/2) v.Hess L.v``.
-    """
-    rng = seeds.generator("mean_field/width/energy", {"N": n, "seeds": total})
-    W = particles.sample_gaussian(rng, (total, n), s.init_mean, s.init_std)
-    t = s.dt * np.arange(round(s.energy_t_max / s.dt) + 1)
-    nodes, weights = particles.gaussian_grid_nodes(
-        s.init_mean, s.init_std, s.energy_points, s.grid_width
-    )
+def _rk4_energy(s: Settings, systems, t: np.ndarray) -> tuple[list, float, float]:
+    """Per system: Eq. 12 relative errors (RK4), min dissipation, max relative loss rise."""
     rel, dmin, rise = [], np.inf, -np.inf
-    for state in (
-        particles.State(W, particles.uniform_weights(W)),
-        particles.State(nodes, weights),
-    ):
+    for state in systems:
         traj = particles.integrate(UNIT, state, s.measure, s.f_values, t, s.dt)
         rel.append(np.atleast_2d(eq12_relative_errors(traj, s.dt, s.energy_interval_steps).T))
         dmin = min(dmin, float(traj.dissipation.min()))
         rise = max(rise, float(np.max(np.diff(traj.loss, axis=0) / traj.loss[:-1])))
-    log(f"energy: RK4 Eq. 12 max relative error {np.max(np.concatenate(rel)):.2e}")
+    return rel, dmin, rise
+
+
+def _euler_excess(s: Settings, W: np.ndarray, t: np.ndarray):
+    """Explicit Euler: ``e_k = L_{k+1} - L_k + dt D_k``, ``(dt^2/2) v.Hess L.v`` and ``dt D_k``."""
     euler = particles.integrate(
         UNIT,
         particles.State(W, particles.uniform_weights(W)),
@@ -342,6 +332,26 @@ def energy_dataset(s: Settings, n: int, total: int, log: Log) -> xr.Dataset:
     taylor = np.array(
         [0.5 * s.dt**2 * loss_second_variation(st, s.measure, s.f_values) for st in euler.states]
     )[:-1]
+    return excess, taylor, s.dt * euler.dissipation[:-1]
+
+
+def energy_dataset(s: Settings, n: int, total: int, log: Log) -> xr.Dataset:
+    """Eq. (12): RK4 loss changes vs Simpson-integrated dissipation; the explicit Euler excess.
+
+    Systems: ``seeds`` networks of width N (q = 1/N) and an ``energy.points^3`` grid of ``p0``
+    (the mean-field loss of Eq. 11, last system).
+    Euler: ``e_k = L_{k+1} - L_k + dt D_k`` against its Taylor term ``(dt^2/2) v.Hess L.v``.
+    """
+    rng = seeds.generator("mean_field/width/energy", {"N": n, "seeds": total})
+    W = particles.sample_gaussian(rng, (total, n), s.init_mean, s.init_std)
+    t = s.dt * np.arange(round(s.energy_t_max / s.dt) + 1)
+    nodes, weights = particles.gaussian_grid_nodes(
+        s.init_mean, s.init_std, s.energy_points, s.grid_width
+    )
+    systems = (particles.State(W, particles.uniform_weights(W)), particles.State(nodes, weights))
+    rel, dmin, rise = _rk4_energy(s, systems, t)
+    log(f"energy: RK4 Eq. 12 max relative error {np.max(np.concatenate(rel)):.2e}")
+    excess, taylor, decrease = _euler_excess(s, W, t)
     interval = t[s.energy_interval_steps :: s.energy_interval_steps]
     return xr.Dataset(
         {
@@ -366,7 +376,7 @@ def energy_dataset(s: Settings, n: int, total: int, log: Log) -> xr.Dataset:
             ),
             "euler_decrease": (
                 ("step", "seed"),
-                s.dt * euler.dissipation[:-1],
+                decrease,
                 attrs("dt D_k", "1", "Eq. 12 (first order)"),
             ),
             "energy_dissipation_min": (
@@ -491,7 +501,8 @@ def _energy_vars(energy: xr.Dataset, cells: Sequence[xr.Dataset]) -> dict[str, A
         "euler_excess": energy["euler_excess"],
         "euler_taylor": energy["euler_taylor"],
         "euler_decrease": energy["euler_decrease"],
-        "dissipation_min": ((), dmin, attrs("min dissipation over all trajectories", "1", "Eq. 12")),
+        "dissipation_min": ((), dmin,
+                            attrs("min dissipation over all trajectories", "1", "Eq. 12")),
         "loss_rise_max": ((), rise, attrs("max relative loss increase between outputs (all RK4 "
                                           "runs)", "1", "Eq. 13")),
     }  # fmt: skip

@@ -1,9 +1,10 @@
-"""Shared plotting helpers: cell selection from merged datasets, style, saving."""
+"""Shared plotting helpers: house style, saving, seed means and checks on merged sweeps."""
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping, Sequence
+import warnings
+from collections.abc import Callable, Sequence
 
 import matplotlib as mpl
 import numpy as np
@@ -24,24 +25,6 @@ STYLE = {
 }
 
 
-def select_cells(ds: xr.Dataset, cells: Sequence[Mapping[str, object]]) -> xr.Dataset:
-    """The given cells of a merged dataset, stacked along a new ``cell`` dimension."""
-    keys = [k for k in cells[0] if k in ds.dims]
-    index = {k: xr.DataArray([c[k] for c in cells], dims="cell") for k in keys}
-    return ds.sel(index)
-
-
-def require_single_values(sel: xr.Dataset, free: Sequence[str], figure: str) -> None:
-    """Refuse a figure sweep in which an axis other than ``free`` and data_seed varies."""
-    fixed = [k for k in ("N", "P", "sigma_eps2", "lr", "batch_size", "sampling") if k not in free]
-    varying = [k for k in fixed if np.unique(sel[k].values).size > 1]
-    if varying:
-        raise ValueError(
-            f"sweep {figure!r} varies {varying}; its figure draws one curve family, so only "
-            f"{[*free, 'data_seed']} may take several values (put other values in another sweep)"
-        )
-
-
 def mean_over_seeds(sel: xr.Dataset, by: str) -> tuple[xr.Dataset, xr.Dataset]:
     """Mean and standard error over data seeds of every variable, grouped by the axis ``by``.
 
@@ -51,7 +34,9 @@ def mean_over_seeds(sel: xr.Dataset, by: str) -> tuple[xr.Dataset, xr.Dataset]:
     grouped = sel.groupby(by)
     mean = grouped.mean("cell")
     count = grouped.count("cell")
-    spread = grouped.std("cell", ddof=1) / np.sqrt(count)
+    with warnings.catch_warnings():  # a group of one seed has no spread: NaN, filled with 0
+        warnings.simplefilter("ignore", RuntimeWarning)
+        spread = grouped.std("cell", ddof=1) / np.sqrt(count)
     return mean, spread.fillna(0.0)
 
 

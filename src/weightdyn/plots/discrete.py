@@ -1,9 +1,11 @@
 """Exact discrete-time SGD covariance vs SGD and paper 000 Eq. 30 (issue 7).
 
-Every figure takes the merged single-layer dataset of an lr sweep (``results/single_layer.nc``:
-dims ``N``, ``P``, ``sigma_eps2``, ``lr``, ``batch_size``, ``sampling``, ``data_seed``, ``mode``).
-``N``, ``sigma_eps2`` and ``sampling`` must take one value each (select them beforehand); curve
-families are drawn per mini-batch size ``S`` (colour) and ``P/N`` (marker and line style).
+Every figure takes a merged sweep of the ``single_layer`` experiment (cells along ``cell``, one
+coordinate per axis) with SGD cells, and draws it on the grid of the old lr sweeps (dims ``N``,
+``P``, ``sigma_eps2``, ``lr``, ``batch_size``, ``sampling``, ``data_seed``, ``mode``; NaN where
+the sweep has no cell). ``N``, ``sigma_eps2`` and ``sampling`` must take one value each, as must
+``dynamics`` (``sgd``), ``init`` and ``init_scale``; curve families are drawn per mini-batch size
+``S`` (colour) and ``P/N`` (marker and line style).
 The SGD covariance compared is the second moment about ``w*`` (``eig_M_sgd``, ``var_w_sgd_wstar``),
 which is what the exact recursion predicts.
 """
@@ -18,14 +20,25 @@ import xarray as xr
 from matplotlib.axis import Axis
 from matplotlib.ticker import FuncFormatter
 
-from weightdyn.plots.common import styled
+from weightdyn.plots.common import require_one_value, require_variables, styled
 
 __all__ = ["fig_divergence_lr", "fig_spectra_at_max_stable_lr", "fig_trace_vs_lr"]
 
 FIXED = ("N", "sigma_eps2", "sampling")
+GRID = ("N", "P", "sigma_eps2", "lr", "batch_size", "sampling", "data_seed")
 MARKERS = ("o", "s", "^", "D", "v")
 LINESTYLES = ("-", "--", "-.", ":")
 SIM = {"ms": 3.5, "capsize": 2, "lw": 0, "elinewidth": 1}
+
+
+def _grid(ds: xr.Dataset, figure: str) -> xr.Dataset:
+    """The SGD cells of a merged sweep unstacked onto the GRID axes (NaN where no cell is)."""
+    require_one_value(ds, GRID, figure, ("dynamics", "init", "init_scale"))
+    require_variables(ds, ("eig_M_sgd", "diverged"), figure, " (these figures need SGD cells)")
+    if "dynamics" in ds.coords and str(ds["dynamics"].values[0]) != "sgd":
+        raise ValueError(f"{figure}: dynamics is {ds['dynamics'].values[0]!r}; allowed: 'sgd'")
+    extra = [k for k, c in ds.coords.items() if c.dims == ("cell",) and k not in GRID]
+    return ds.drop_vars(extra).set_index(cell=list(GRID)).unstack("cell")
 
 
 def _one_setting(ds: xr.Dataset) -> xr.Dataset:
@@ -95,7 +108,7 @@ def fig_trace_vs_lr(ds: xr.Dataset) -> plt.Figure:
     limit are not drawn: their second moment grows without bound, so a finite run's average is
     no stationary estimate (the divergence figure shows them).
     """
-    ds = _one_setting(ds)
+    ds = _one_setting(_grid(ds, "discrete_trace"))
     N = int(ds["N"])
     fig, ax = plt.subplots(figsize=(4.8, 3.6), layout="constrained")
     ax.axhline(1.0, color="k", lw=0.8, ls=":", label="Eq. 30")
@@ -137,7 +150,7 @@ def fig_spectra_at_max_stable_lr(ds: xr.Dataset) -> plt.Figure:
     SGD (markers, +-1 s.e., first data seed), exact discrete theory (solid), Eq. 30 (dashed),
     all divided by the isotropic value lr sigma_eps^2 / (2S) of Eq. 34.
     """
-    ds = _one_setting(ds)
+    ds = _one_setting(_grid(ds, "discrete_spectra"))
     N = int(ds["N"])
     n_s, n_p = ds.sizes["batch_size"], ds.sizes["P"]
     fig, axes = plt.subplots(
@@ -189,7 +202,7 @@ def fig_divergence_lr(ds: xr.Dataset) -> plt.Figure:
     ``2 / omega_max`` (grey crosses at the observed bracket) shows how much stricter the
     second-moment limit is.
     """
-    ds = _one_setting(ds)
+    ds = _one_setting(_grid(ds, "discrete_divergence"))
     N = int(ds["N"])
     fig, ax = plt.subplots(figsize=(4.2, 4.0), layout="constrained")
     lo_all, hi_all = [], []

@@ -1,19 +1,52 @@
-"""Paper 000 Fig. 4: stationary weight fluctuations of the single-layer network, SGD vs theory."""
+"""Paper 000 Fig. 4: stationary weight fluctuations of the single-layer network, SGD vs theory.
+
+Every figure takes a merged sweep of the ``single_layer`` experiment: cells along ``cell`` with
+one coordinate per axis (``N``, ``P``, ``lr``, ..., ``dynamics``). One axis varies per figure
+(N in panel a, P in panels b and c), data seeds are averaged; any other varying axis is refused.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
 import xarray as xr
 from matplotlib.ticker import NullFormatter
 
-from weightdyn.plots.common import mean_over_seeds, require_single_values, select_cells, styled
+from weightdyn.plots.common import (
+    mean_over_seeds,
+    require_one_value,
+    require_variables,
+    styled,
+)
 
 #: losses below this are round-off zeros (interpolation) and are left out of log axes
 ROUNDOFF_LOSS = 1e-12
 SIM = {"marker": "o", "ms": 3.5, "capsize": 2, "lw": 0, "elinewidth": 1}
+#: axes of the single-layer experiment that a figure may hold fixed (data_seed is averaged)
+AXES = ("N", "P", "sigma_eps2", "lr", "batch_size", "sampling", "dynamics", "init", "init_scale")
+SIMULATED = ("var_w_sgd", "eig_M_sgd")
+NO_SIM = " (a sweep with dynamics: none is theory only)"
+
+
+METHODS = {"sgd": "SGD", "sgf_additive": "SGF add.", "sgf_multiplicative": "SGF mult."}
+
+
+def _checked(ds: xr.Dataset, free: Sequence[str], figure: str, simulated: bool) -> xr.Dataset:
+    """The cells, refused if an axis outside ``free`` varies or if simulated values are needed
+    and the cells have none."""
+    require_one_value(ds, free, figure, AXES)
+    if simulated:
+        require_variables(ds, SIMULATED, figure, NO_SIM)
+    return ds
+
+
+def _method(sel: xr.Dataset) -> str:
+    """Legend name of the cells' simulated dynamics (SGD unless the dynamics axis says SGF)."""
+    if "dynamics" not in sel.coords:
+        return "SGD"
+    return METHODS.get(str(np.unique(sel["dynamics"].values)[0]), "SGD")
 
 
 def _title(sel: xr.Dataset, fixed: Sequence[str]) -> str:
@@ -33,16 +66,18 @@ def _title(sel: xr.Dataset, fixed: Sequence[str]) -> str:
 
 
 @styled
-def fig4a(ds: xr.Dataset, cells: Sequence[Mapping[str, object]]) -> plt.Figure:
+def variance_vs_size(ds: xr.Dataset) -> plt.Figure:
     """Fig. 4a: mean temporal weight variance vs N/P (SGD, Eq. 30, Eq. 34), train and test loss."""
-    sel = select_cells(ds, cells)
-    require_single_values(sel, ("N",), "fig4a")
+    sel = _checked(ds, ("N",), "variance_vs_size", simulated=True)
     sel = sel.assign_coords(n_over_p=("cell", (sel["N"] / sel["P"]).values))
     mean, spread = mean_over_seeds(sel, "n_over_p")
     x = mean["n_over_p"].values
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(4.2, 5.0), sharex=True, layout="constrained")
     sim_err = np.hypot(mean["var_w_sgd_se"], spread["var_w_sgd"])
-    top.errorbar(x, mean["var_w_sgd"], yerr=sim_err, color="C0", label="SGD ($\\pm$1 s.e.)", **SIM)
+    method = _method(sel)
+    top.errorbar(
+        x, mean["var_w_sgd"], yerr=sim_err, color="C0", label=f"{method} ($\\pm$1 s.e.)", **SIM
+    )
     top.plot(x, mean["var_w_theory"], "-.", color="C3", label="Eq. 30: tr$M$/$N$")
     top.plot(x, mean["M_isotropic"], ":", color="k", label=r"Eq. 34: $\lambda\sigma_\epsilon^2/2S$")
     top.set_ylabel(r"$\langle\langle\delta w_i(t)^2\rangle_t\rangle_i$")
@@ -51,7 +86,7 @@ def fig4a(ds: xr.Dataset, cells: Sequence[Mapping[str, object]]) -> plt.Figure:
         sim = mean[key].where(mean[key] > ROUNDOFF_LOSS)
         theo = mean[f"{key}_theory"].where(mean[f"{key}_theory"] > ROUNDOFF_LOSS)
         err = np.hypot(mean[f"{key}_se"], spread[key])
-        bottom.errorbar(x, sim, yerr=err, color=color, label=f"{name} (SGD)", **SIM)
+        bottom.errorbar(x, sim, yerr=err, color=color, label=f"{name} ({method})", **SIM)
         bottom.plot(x, theo, "--", color=color, lw=1, label=f"{name} (Eqs. 9, 30)")
     bottom.set_yscale("log")
     bottom.set_ylabel("loss (train loss = 0 for $N \\geq P$)")
@@ -64,10 +99,9 @@ def fig4a(ds: xr.Dataset, cells: Sequence[Mapping[str, object]]) -> plt.Figure:
 
 
 @styled
-def fig4b(ds: xr.Dataset, cells: Sequence[Mapping[str, object]]) -> plt.Figure:
+def spectra(ds: xr.Dataset) -> plt.Figure:
     """Fig. 4b: sorted eigenvalues of M / (lr sigma_eps^2 / 2S): SGD vs Eqs. 30, 33, 34."""
-    sel = select_cells(ds, cells)
-    require_single_values(sel, ("P",), "fig4b")
+    sel = _checked(ds, ("P",), "spectra", simulated=True)
     sel = sel.assign_coords(p_over_n=("cell", (sel["P"] / sel["N"]).values))
     mean, spread = mean_over_seeds(sel, "p_over_n")
     fig, ax = plt.subplots(figsize=(4.6, 4.3), layout="constrained")
@@ -91,7 +125,7 @@ def fig4b(ds: xr.Dataset, cells: Sequence[Mapping[str, object]]) -> plt.Figure:
     ax.set_ylabel(r"eigenvalue of $M$ / $(\lambda\sigma_\epsilon^2/2S)$")
     handles, labels = ax.get_legend_handles_labels()
     styles = [
-        plt.Line2D([], [], color="0.3", lw=1.4, label="SGD (band: $\\pm 2$ s.e.)"),
+        plt.Line2D([], [], color="0.3", lw=1.4, label=f"{_method(sel)} (band: $\\pm 2$ s.e.)"),
         plt.Line2D([], [], color="k", ls="--", lw=0.8, label="Eq. 30 (Lyapunov)"),
         plt.Line2D([], [], color="0.3", ls=":", lw=1.2, label="Eq. 33 (detailed balance)"),
         plt.Line2D([], [], color="k", ls="-.", lw=1.0, label="Eq. 34 (isotropic)"),
@@ -103,10 +137,9 @@ def fig4b(ds: xr.Dataset, cells: Sequence[Mapping[str, object]]) -> plt.Figure:
 
 
 @styled
-def fig4c(ds: xr.Dataset, cells: Sequence[Mapping[str, object]]) -> plt.Figure:
+def theory_extremes(ds: xr.Dataset) -> plt.Figure:
     """Fig. 4c: extreme eigenvalues of M (Eqs. 30, 33) and norm ratios vs P/N - 1 (theory)."""
-    sel = select_cells(ds, cells)
-    require_single_values(sel, ("P",), "fig4c")
+    sel = _checked(ds, ("P",), "theory_extremes", simulated=False)
     norm = sel["M_isotropic"]
     n_valid = np.isfinite(sel["eig_M_lyapunov"]).sum("mode")
     for key in ("eig_M_lyapunov", "eig_M_detailed_balance"):
@@ -148,6 +181,3 @@ def fig4c(ds: xr.Dataset, cells: Sequence[Mapping[str, object]]) -> plt.Figure:
         fontsize=9,
     )
     return fig
-
-
-FIGURES = {"fig4a": fig4a, "fig4b": fig4b, "fig4c": fig4c}

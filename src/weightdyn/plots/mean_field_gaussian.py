@@ -14,9 +14,6 @@ from matplotlib.colors import LogNorm
 
 from weightdyn.plots.common import styled
 
-__all__ = ["FIGURES", "plot"]
-
-FIGURES = ("error_vs_s", "trajectories", "stationary")
 SYMBOLS = {"c": "c", "a": "a", "h": "h"}
 MARK = {"ms": 3.5, "lw": 0, "mfc": "none", "mew": 0.9}
 FLOOR = 1e-17
@@ -31,7 +28,9 @@ def _fit_curve(ds: xr.Dataset, short: str, s: np.ndarray) -> np.ndarray:
     return np.exp(float(ds[f"intercept_{short}"])) * s ** float(ds[f"slope_{short}"])
 
 
-def _error_vs_s(ds: xr.Dataset) -> plt.Figure:
+@styled
+def error_vs_s(ds: xr.Dataset) -> plt.Figure:
+    """Max-over-time errors of the centre and covariance vs s with the fitted power laws."""
     s = ds["s"].values
     fine = np.geomspace(s.min() / 1.5, s.max() * 1.5, 50)
     fig, axes = plt.subplots(1, 2, figsize=(7.0, 3.0), layout="constrained")
@@ -60,7 +59,9 @@ def _error_vs_s(ds: xr.Dataset) -> plt.Figure:
     return fig
 
 
-def _trajectories(ds: xr.Dataset) -> plt.Figure:
+@styled
+def trajectories(ds: xr.Dataset) -> plt.Figure:
+    """Centre and covariance of the widest cloud vs Eqs. 28-29; the centre error / s^2."""
     s_show = float(ds["s"].max())
     one = ds.sel(s=s_show)
     t = one["t"].values
@@ -147,7 +148,9 @@ def _growth(ax, ds: xr.Dataset, point: str, title: str) -> None:
     ax.set_title(title, fontsize=8.5)
 
 
-def _stationary(ds: xr.Dataset) -> plt.Figure:
+@styled
+def stationary(ds: xr.Dataset) -> plt.Figure:
+    """|H| at the two stationary states (Eq. 30) and the cloud variance growth."""
     fig, axes = plt.subplots(2, 2, figsize=(7.6, 7.6), layout="constrained")
     labels = ["c", "a", "h"]
     norm = LogNorm(vmin=FLOOR, vmax=max(1.0, float(np.abs(ds["H"]).max())))
@@ -170,18 +173,3 @@ def _stationary(ds: xr.Dataset) -> plt.Figure:
         fontsize=8.5,
     )
     return fig
-
-
-DRAW = {
-    "error_vs_s": _error_vs_s,
-    "trajectories": _trajectories,
-    "stationary": _stationary,
-}
-
-
-@styled
-def plot(summary: xr.Dataset, name: str) -> plt.Figure:
-    """The E4 figure ``name`` (one of ``FIGURES``) from the summary dataset."""
-    if name not in DRAW:
-        raise ValueError(f"figure: {name!r} is not one of {list(FIGURES)}")
-    return DRAW[name](summary)

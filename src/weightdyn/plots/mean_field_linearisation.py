@@ -13,9 +13,8 @@ import xarray as xr
 
 from weightdyn.plots.common import styled
 
-__all__ = ["FIGURES", "decay", "grid_spectrum", "perturbation", "plot"]
+__all__ = ["decay", "grid_spectrum", "perturbation"]
 
-FIGURES: tuple[str, ...] = ("decay", "perturbation", "grid_spectrum")
 SIM = {"ms": 3.5, "capsize": 1.5, "lw": 0, "elinewidth": 0.8}
 
 
@@ -153,11 +152,3 @@ def grid_spectrum(summary: xr.Dataset) -> plt.Figure:
     right.set_ylabel(r"$|\theta_{k,h}/\theta_k - 1|$")
     right.legend(ncol=2, fontsize=6.5, loc="lower left")
     return fig
-
-
-def plot(summary: xr.Dataset, name: str) -> plt.Figure:
-    """The figure ``name`` (one of FIGURES) of the E5 summary."""
-    figures = {"decay": decay, "perturbation": perturbation, "grid_spectrum": grid_spectrum}
-    if name not in figures:
-        raise ValueError(f"linearisation figure: {name!r} is not one of {FIGURES}")
-    return figures[name](summary)

@@ -12,9 +12,6 @@ import xarray as xr
 
 from weightdyn.plots.common import styled
 
-__all__ = ["FIGURES", "plot"]
-
-FIGURES = ("loss_error_vs_n", "density_snapshots", "hist_distance_vs_N", "loss_curves")
 SCHEME_STYLE = {
     "upwind": {"color": "C0", "marker": "s", "label": "first-order upwind"},
     "muscl": {"color": "C3", "marker": "o", "label": "MUSCL"},
@@ -229,16 +226,3 @@ def loss_curves(summary: xr.Dataset) -> plt.Figure:
         frameon=False, fontsize=5.5, ncols=2, loc="upper center", bbox_to_anchor=(0.5, -0.2)
     )
     return fig
-
-
-def plot(summary: xr.Dataset, name: str) -> plt.Figure:
-    """The figure ``name`` (one of FIGURES) of the E2 summary."""
-    figures = {
-        "loss_error_vs_n": loss_error_vs_n,
-        "density_snapshots": density_snapshots,
-        "hist_distance_vs_N": hist_distance_vs_N,
-        "loss_curves": loss_curves,
-    }
-    if name not in figures:
-        raise ValueError(f"figure: {name!r} is not one of {list(FIGURES)}")
-    return figures[name](summary)

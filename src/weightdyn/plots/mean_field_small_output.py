@@ -13,9 +13,6 @@ import xarray as xr
 
 from weightdyn.plots.common import styled
 
-__all__ = ["FIGURES", "plot"]
-
-FIGURES = ("loss_error", "loss_curves", "shifts")
 DISPLACEMENT = (
     r"GD: $\mathrm{sup}_t\,\mathrm{rms}_k|\tilde{\mathbf{w}}_k(t)-\tilde{\mathbf{w}}_k(0)|$"
 )
@@ -169,14 +166,3 @@ def shifts(summary: xr.Dataset) -> plt.Figure:
     right.legend(frameon=False, loc="upper left", fontsize=6.5)
     fig.suptitle(_title(summary), fontsize=8)
     return fig
-
-
-_DRAW = {"loss_error": loss_error, "loss_curves": loss_curves, "shifts": shifts}
-
-
-@styled
-def plot(summary: xr.Dataset, name: str) -> plt.Figure:
-    """The figure ``name`` (one of FIGURES) of experiment E3."""
-    if name not in _DRAW:
-        raise ValueError(f"small_output figure: {name!r} is not one of {list(FIGURES)}")
-    return _DRAW[name](summary)

@@ -1,8 +1,9 @@
 """Paper 002, experiment E1: finite-width networks against the infinite-width limit.
 
-Every function takes the summary dataset of :func:`weightdyn.mean_field.width.summarize`. Theory
-(the mean-field loss of Eq. 11, the exact t = 0 bias, the fitted power law) is drawn as lines,
-simulation as markers with +-1 standard-error bars.
+Every function takes a sweep's summary (``results/<sweep>.summary.nc``, made by
+:func:`weightdyn.mean_field.width.summarize`). Theory (the mean-field loss of Eq. 11, the exact
+t = 0 bias, the fitted power law) is drawn as lines, simulation as markers with +-1 standard-error
+bars.
 """
 
 from __future__ import annotations
@@ -12,8 +13,6 @@ import numpy as np
 import xarray as xr
 
 from weightdyn.plots.common import styled
-
-FIGURES: tuple[str, ...] = ("gap_vs_N", "bias_vs_N", "loss_curves", "eq12_check")
 
 SIM = {"ms": 3.5, "capsize": 2.0, "lw": 0, "elinewidth": 0.9}
 
@@ -159,14 +158,3 @@ def eq12_check(ds: xr.Dataset) -> plt.Figure:
     right.set_title("(c) relative Euler excess per step", fontsize=8)
     right.legend(frameon=False, fontsize=7)
     return fig
-
-
-_FUNCS = {"gap_vs_N": gap_vs_N, "bias_vs_N": bias_vs_N, "loss_curves": loss_curves,
-          "eq12_check": eq12_check}  # fmt: skip
-
-
-def plot(ds: xr.Dataset, name: str) -> plt.Figure:
-    """Figure ``name`` (one of FIGURES)."""
-    if name not in _FUNCS:
-        raise ValueError(f"figure: {name!r} is not one of {FIGURES}")
-    return _FUNCS[name](ds)

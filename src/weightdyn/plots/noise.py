@@ -16,7 +16,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import xarray as xr
 from matplotlib.colors import LogNorm
-from matplotlib.ticker import NullFormatter
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from weightdyn.plots.common import styled
 from weightdyn.single_layer.noise import power_law_fit
@@ -102,6 +102,7 @@ def fig1a(ds: xr.Dataset) -> plt.Figure:
         right.errorbar(P / N, y * scale, yerr=e * scale, color=color, label=f"$N = {N:g}$", **SIM)
         right.plot(P / N, h * scale, "-", color=color, lw=1)
     _log_axes(left)
+    left.xaxis.set_minor_formatter(NullFormatter())
     left.set_xlabel("$P$")
     left.set_ylabel(r"$\mathrm{var}(\mathcal{P}_{\mu\nu}),\ \mu \neq \nu$")
     left.set_title(
@@ -259,6 +260,8 @@ def _fig2b_inset(ax: plt.Axes, ds: xr.Dataset) -> None:
         inset.plot(x, np.nanmax(eig, axis=1), ls, color="C3", lw=1)
         inset.plot(x, np.nanmin(eig, axis=1), ls, color="C0", lw=1)
     _log_axes(inset)
+    inset.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+    inset.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     inset.xaxis.set_minor_formatter(NullFormatter())
     inset.set_xlabel("$P/N$", fontsize=7, labelpad=1)
     inset.tick_params(labelsize=6)
@@ -268,7 +271,9 @@ def _fig2b_inset(ax: plt.Axes, ds: xr.Dataset) -> None:
 
 
 @styled
-def fig2b(ds: xr.Dataset, sampling: str = "with", main_P: Sequence[int] | None = None) -> plt.Figure:
+def fig2b(
+    ds: xr.Dataset, sampling: str = "with", main_P: Sequence[int] | None = None
+) -> plt.Figure:
     """Fig. 2b: eigenvalues of Eq. 17 (solid) vs Eq. 20 (dashed); inset: extremes vs ``P/N``.
 
     Cells (simulated or theory-only, ``n_batches = 0``) of ``noise_spectrum`` sweeps at one
@@ -345,7 +350,9 @@ def fig2c(summary: xr.Dataset | Sequence[xr.Dataset]) -> plt.Figure:
             interpolation="nearest",
         )
         ax.set_xlabel("Hessian mode $j$")
-        ax.set_title(f"$N/P = {N / float(group['P']):.2g}$ ($P = {float(group['P']):g}$)", fontsize=9)
+        ax.set_title(
+            f"$N/P = {N / float(group['P']):.2g}$ ($P = {float(group['P']):g}$)", fontsize=9
+        )
     axes[0, 0].set_ylabel("Hessian mode $i$")
     cbar = fig.colorbar(img, ax=axes[0].tolist(), shrink=0.9)
     cbar.set_label(r"$\langle|V^T C V|\rangle_{x,\epsilon}$ / max")

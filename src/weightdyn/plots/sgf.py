@@ -1,8 +1,7 @@
 """SGD vs stochastic gradient flow (paper 000 Eq. 13) and the GBM of Eq. 24: figures.
 
-Both functions take xarray Datasets built by the physics modules and return Figures:
-
-* :func:`fig_sgd_sgf` takes :func:`weightdyn.single_layer.sgf.spectrum_dataset`;
+* :func:`dynamics_spectra` and :func:`dynamics_vs_lr` take a merged sweep of the ``single_layer``
+  experiment (cells along ``cell``, coordinates ``dynamics``, ``lr``, ...);
 * :func:`fig_gbm` takes one or several :func:`weightdyn.single_layer.multiplicative.gbm_dataset`.
 """
 
@@ -13,12 +12,20 @@ from collections.abc import Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 import xarray as xr
+from matplotlib.ticker import NullLocator
 
-from weightdyn.plots.common import styled
+from weightdyn.plots.common import require_one_value, require_variables, styled
 
-__all__ = ["fig_gbm", "fig_sgd_sgf"]
+__all__ = ["dynamics_spectra", "dynamics_vs_lr", "fig_gbm"]
 
-_MARKERS = ("o", "s", "^", "D", "v")
+#: legend name, colour and marker of each simulated dynamics of the single-layer experiment
+DYNAMICS = {
+    "sgd": ("SGD", "C0", "o"),
+    "sgf_additive": ("SGF additive", "C1", "s"),
+    "sgf_multiplicative": ("SGF multiplicative", "C2", "^"),
+}
+AXES = ("N", "P", "sigma_eps2", "lr", "batch_size", "sampling", "data_seed", "init", "init_scale")
+NEEDED = ("eig_M_sgd", "eig_M_sgd_se", "var_w_sgd_wstar", "var_w_sgd_wstar_se")
 
 
 def _require(ds: xr.Dataset, names: Sequence[str], figure: str) -> None:
@@ -27,59 +34,166 @@ def _require(ds: xr.Dataset, names: Sequence[str], figure: str) -> None:
         raise ValueError(f"{figure}: dataset lacks the variables {missing}; expected {names}")
 
 
+def _simulated(ds: xr.Dataset, free: Sequence[str], figure: str) -> list[tuple[str, xr.Dataset]]:
+    """(dynamics, its cells) for every simulated dynamics of a merged sweep, in DYNAMICS order."""
+    require_one_value(ds, free, figure, AXES)
+    require_variables(ds, NEEDED, figure, " (a sweep with dynamics: none is theory only)")
+    dynamics = ds["dynamics"].values
+    return [
+        (name, ds.isel(cell=np.flatnonzero(dynamics == name)))
+        for name in DYNAMICS
+        if np.any(dynamics == name)
+    ]
+
+
+def _cell_title(ds: xr.Dataset, keys: Sequence[str]) -> str:
+    symbols = {
+        "N": "N",
+        "P": "P",
+        "lr": r"\lambda",
+        "batch_size": "S",
+        "sigma_eps2": r"\sigma_\epsilon^2",
+    }
+    return ", ".join(f"${symbols[k]} = {ds[k].values[0]:g}$" for k in keys if k in ds.coords)
+
+
 @styled
-def fig_sgd_sgf(ds: xr.Dataset) -> plt.Figure:
+def dynamics_spectra(ds: xr.Dataset) -> plt.Figure:
     """Sorted eigenvalues of the stationary covariance / (lr sigma_eps^2 / 2S): SGD, SGF, Eq. 30.
 
-    Expects (as built by ``sgf.spectrum_dataset``) dims ``simulation`` (labels such as ``"SGD"``,
-    ``"SGF additive"``, ``"SGF multiplicative"``) and ``mode`` (sorted descending), variables
-    ``eig_M`` (simulation, mode), ``eig_M_se`` (simulation, mode), ``eig_M_lyapunov`` (mode),
-    ``M_isotropic`` () and optionally ``frobenius_error`` (simulation); attributes ``N``, ``P``,
-    ``lr``, ``batch_size``, ``sigma_eps2`` label the title. Simulations are drawn as symbols
-    with +-2 s.e. bars (every mode), Eq. 30 as a dashed line, Eq. 34 as a dash-dotted line.
+    One cell per dynamics (every other axis, data_seed included, takes one value): each
+    simulation as symbols with +-2 s.e. bars (every mode, small horizontal offsets), its relative
+    Frobenius distance from Eq. 30 (``frobenius_error_eq30``) in the legend; Eq. 30 dashed and
+    Eq. 34 dash-dotted, from the cells' common theory.
     """
-    _require(ds, ("eig_M", "eig_M_se", "eig_M_lyapunov", "M_isotropic"), "fig_sgd_sgf")
-    norm = float(ds["M_isotropic"])
+    runs = _simulated(ds, ("dynamics",), "dynamics_spectra")
+    theory = ds.isel(cell=0)
+    norm = float(theory["M_isotropic"])
+    valid = np.isfinite(theory["eig_M_lyapunov"].values)
+    idx = theory["mode"].values[valid]
     fig, ax = plt.subplots(figsize=(4.8, 3.8), layout="constrained")
-    methods = list(ds["simulation"].values)
-    n_methods = len(methods)
-    idx = ds["mode"].values
-    for k, name in enumerate(methods):
-        m = ds.sel(simulation=name)
-        # small horizontal offsets keep the methods' symbols apart
-        shift = (k - (n_methods - 1) / 2) * 0.18
-        label = str(name)
-        if "frobenius_error" in ds and np.isfinite(float(m["frobenius_error"])):
-            label += f" ($\\epsilon_F$ = {100 * float(m['frobenius_error']):.1f}%)"
+    for k, (name, cell) in enumerate(runs):
+        cell = cell.isel(cell=0)
+        label, color, marker = DYNAMICS[name]
+        error = float(cell["frobenius_error_eq30"]) if "frobenius_error_eq30" in cell else np.nan
+        if np.isfinite(error):
+            label += f" ($\\epsilon_F$ = {100 * error:.1f}%)"
+        shift = (k - (len(runs) - 1) / 2) * 0.18
         ax.errorbar(
             idx + shift,
-            m["eig_M"].values / norm,
-            yerr=2 * m["eig_M_se"].values / norm,
-            fmt=_MARKERS[k % len(_MARKERS)],
+            cell["eig_M_sgd"].values[valid] / norm,
+            yerr=2 * cell["eig_M_sgd_se"].values[valid] / norm,
+            fmt=marker,
             ms=3.0,
             mfc="none",
             mew=0.8,
             elinewidth=0.7,
             capsize=0,
-            color=f"C{k}",
+            color=color,
             label=label,
         )
-    ax.plot(idx, ds["eig_M_lyapunov"].values / norm, "--", color="k", lw=1.0, label="Eq. 30")
+    ax.plot(
+        idx, theory["eig_M_lyapunov"].values[valid] / norm, "--", color="k", lw=1.0, label="Eq. 30"
+    )
     ax.axhline(1.0, color="0.4", ls="-.", lw=0.9, label="Eq. 34")
     ax.set_yscale("log")
     ax.set_xlabel("mode index $i$ (sorted)")
     ax.set_ylabel(r"eigenvalue of $M$ / $(\lambda\sigma_\epsilon^2/2S)$")
-    title = "bars: $\\pm 2$ s.e."
-    if "frobenius_error" in ds:
-        title += r"; $\epsilon_F = \|M - M_{30}\|_F / \|M_{30}\|_F$"
+    title = "bars: $\\pm 2$ s.e.; $\\epsilon_F = \\|M - M_{30}\\|_F / \\|M_{30}\\|_F$"
     ax.legend(frameon=False, loc="lower left", title=title, title_fontsize=7.5)
-    a = ds.attrs
-    if {"N", "P", "lr", "batch_size", "sigma_eps2"} <= set(a):
-        ax.set_title(
-            f"$N = {a['N']}$, $P = {a['P']}$, $\\lambda = {a['lr']:g}$, $S = {a['batch_size']}$, "
-            f"$\\sigma_\\epsilon^2 = {a['sigma_eps2']:g}$",
-            fontsize=9,
+    ax.set_title(_cell_title(ds, ("N", "P", "lr", "batch_size", "sigma_eps2")), fontsize=9)
+    return fig
+
+
+def _stationary(cells: xr.Dataset, dynamics: str) -> xr.DataArray:
+    """Cells with a sampled stationary state: not diverged, below the second-moment limit (SGD,
+    multiplicative SGF) or with a finite Euler fixed point (additive SGF)."""
+    ok = cells["diverged"] == 0
+    if dynamics == "sgf_additive":
+        return ok & cells["eig_M_euler"].notnull().any("mode")
+    return ok & (cells["second_moment_radius"] < 1)
+
+
+def _seed_mean(values: np.ndarray, ses: np.ndarray) -> tuple[float, float]:
+    """Mean over data seeds and its error: the estimators' s.e. and the seed-to-seed spread."""
+    ok = np.isfinite(values)
+    n = int(ok.sum())
+    if n == 0:
+        return np.nan, np.nan
+    stat = np.sqrt(np.sum(ses[ok] ** 2)) / n
+    spread = np.std(values[ok], ddof=1) / np.sqrt(n) if n > 1 else 0.0
+    return float(np.mean(values[ok])), float(np.hypot(stat, spread))
+
+
+def _by_lr(cells: xr.Dataset, values: xr.DataArray, ses: xr.DataArray | None = None) -> np.ndarray:
+    """Rows lr, mean, error over the cells' learning rates (means over data seeds)."""
+    lr = cells["lr"].values
+    out = []
+    for x in np.unique(lr):
+        at = lr == x
+        se = np.zeros(at.sum()) if ses is None else ses.values[at]
+        out.append((x, *_seed_mean(values.values[at], se)))
+    return np.array(out).T
+
+
+@styled
+def dynamics_vs_lr(ds: xr.Dataset) -> plt.Figure:
+    """tr M / tr M_Eq30 vs lr for SGD and SGF (additive, multiplicative) with the theories.
+
+    Symbols (+-1 s.e., means over data seeds): the simulated covariance about w* of each
+    dynamics. Lines: the exact discrete-time fixed point of SGD (solid; at dt = lr also that of
+    the multiplicative SGF, whose second-moment recursion is SGD's), the exact fixed point of the
+    additive-noise Euler chain (dashed, ``eig_M_euler``), and Eq. 30 (dotted at 1). Cells without
+    a stationary state (diverged, or beyond the second-moment stability limit, whose position the
+    dotted verticals mark) are not drawn.
+    """
+    runs = _simulated(ds, ("lr", "dynamics", "data_seed"), "dynamics_vs_lr")
+    fig, ax = plt.subplots(figsize=(4.8, 3.6), layout="constrained")
+    ax.axhline(1.0, color="k", lw=0.8, ls=":", label="Eq. 30")
+    tr30 = ds["var_w_theory"]
+    lr, exact, _ = _by_lr(ds, ds["eig_M_discrete"].sum("mode", min_count=1) / ds["N"] / tr30)
+    ax.plot(
+        lr,
+        exact,
+        "-",
+        color="k",
+        lw=1.0,
+        label=r"exact discrete (SGD; SGF mult. at $dt = \lambda$)",
+    )
+    for name, cells in runs:
+        label, color, marker = DYNAMICS[name]
+        ratio = (cells["var_w_sgd_wstar"] / cells["var_w_theory"]).where(_stationary(cells, name))
+        x, y, err = _by_lr(cells, ratio, cells["var_w_sgd_wstar_se"] / cells["var_w_theory"])
+        shift = {"sgd": 0.97, "sgf_additive": 1.0, "sgf_multiplicative": 1.03}[name]
+        ax.errorbar(
+            x * shift,
+            y,
+            yerr=err,
+            fmt=marker,
+            color=color,
+            ms=4,
+            capsize=2,
+            elinewidth=1,
+            mfc="none" if name != "sgd" else color,
+            label=label,
         )
+        if name == "sgf_additive":
+            euler = (
+                cells["eig_M_euler"].sum("mode", min_count=1) / cells["N"] / cells["var_w_theory"]
+            )
+            x, y, _ = _by_lr(cells, euler)
+            ax.plot(x, y, "--", color=color, lw=1.0, label="exact Euler chain (SGF add.)")
+    for limit in np.unique(ds["lr_max_second_moment"].values):
+        if limit <= 2 * lr.max():  # a limit far beyond the sweep would only stretch the axis
+            ax.axvline(limit, color="0.5", ls=":", lw=0.7)
+    ax.set_xscale("log")
+    ax.set_xticks(lr, [f"{x:g}" for x in lr])  # the sweep's learning rates
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xlabel(r"learning rate $\lambda$")
+    ax.set_ylabel(r"tr$M$ / tr$M_{\mathrm{Eq.\,30}}$ (about $w^*$)")
+    keys = ("N", "P", "batch_size", "sigma_eps2")
+    ax.set_title(_cell_title(ds, keys) + "; bars: $\\pm 1$ s.e.", fontsize=9)
+    ax.legend(frameon=False, fontsize=7)
     return fig
 
 

@@ -159,12 +159,13 @@ def euler_dataset(
     ``M = (1 - dt H) M (1 - dt H) + lr dt C`` (:func:`sgf.euler_stationary_covariance`): the
     prediction for SGF with additive noise at step ``dt``; Eq. 30 is its ``dt -> 0`` limit.
     (SGF with multiplicative noise C(w) at ``dt = lr`` has the second-moment recursion of SGD
-    itself, whose fixed point is ``eig_M_discrete``.)
+    itself, whose fixed point is ``eig_M_discrete``.) NaN if the chain is unstable.
     """
     H = theory.hessian(data.X)
     C = theory.noise_covariance(data.X, data.y, batch_size, sampling)
     src = f"{P000} Eq. 13, Euler-Maruyama step dt (beyond Eq. 30)"
-    eig = theory.sorted_eigenvalues(euler_stationary_covariance(H, C, lr, dt))
+    M = euler_stationary_covariance(H, C, lr, dt)  # NaN pairs: dt omega > 2, no stationary state
+    eig = theory.sorted_eigenvalues(M) if np.isfinite(M).all() else np.full(data.N, np.nan)
     rows = [
         ("eig_M_euler", eig,
          "eigenvalues of the stationary covariance of the additive-noise SGF chain", src),

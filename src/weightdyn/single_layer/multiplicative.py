@@ -281,51 +281,46 @@ def gbm_dataset(
     gauss = gbm_parameters(x, lr, batch_size, sampling, moments="gaussian")
     samples = sgd_ensemble(x, wbar0, lr, batch_size, steps, replicas, rng, sampling)
     mean, mean_se, var, var_se = _mean_var_se(samples)
+    sim = f"{SRC} Eqs. 10-11 (SGD, N = 1, sigma_eps = 0)"
+    ensemble = {
+        "steps": ("t", steps, attrs("SGD steps", "1", sim)),
+        "mean_wbar": ("t", mean, attrs("ensemble mean of w - u", "1", sim)),
+        "mean_wbar_se": ("t", mean_se, attrs("standard error of mean_wbar", "1", sim)),
+        "var_wbar": ("t", var, attrs("ensemble variance of w - u", "1", sim)),
+        "var_wbar_se": ("t", var_se, attrs("standard error of var_wbar", "1", sim)),
+    }
+    cell = {"lr": float(lr), "batch_size": int(batch_size), "P": int(x.size),
+            "wbar0": float(wbar0), "replicas": int(replicas), "sampling": sampling}  # fmt: skip
+    return xr.Dataset(
+        ensemble | _theory_variables(t, steps, wbar0, params, gauss),
+        coords={"t": ("t", t, attrs("SDE time lr * step", "1", f"{SRC} Eq. 13 (t = lr tau)"))},
+        attrs=cell,
+    )
+
+
+def _theory_variables(
+    t: FloatArray, steps: np.ndarray, wbar0: float, params: GBMParameters, gauss: GBMParameters
+) -> dict[str, tuple]:
+    """GBM moments (Eq. 24, empirical and Gaussian <x^4>), the exact recursion and the
+    coefficients of :func:`gbm_dataset`."""
     m_gbm, v_gbm = gbm_moments(t, wbar0, params)
     _, v_gauss = gbm_moments(t, wbar0, gauss)
     m_dis, v_dis = discrete_moments(steps, wbar0, params)
     eq24 = f"{SRC} Eq. 24 (GBM), text after Eq. 24"
-    sim = f"{SRC} Eqs. 10-11 (SGD, N = 1, sigma_eps = 0)"
     rec = f"{SRC} Eq. 11, exact moment recursion (N = 1)"
     st = stability(params)
-    ds = xr.Dataset(
-        {
-            "steps": ("t", steps, attrs("SGD steps", "steps", sim)),
-            "mean_wbar": ("t", mean, attrs("ensemble mean of w - u", "1", sim)),
-            "mean_wbar_se": ("t", mean_se, attrs("standard error of mean_wbar", "1", sim)),
-            "var_wbar": ("t", var, attrs("ensemble variance of w - u", "1", sim)),
-            "var_wbar_se": ("t", var_se, attrs("standard error of var_wbar", "1", sim)),
-            "mean_gbm": ("t", m_gbm, attrs("GBM mean of w - u", "1", eq24)),
-            "var_gbm": ("t", v_gbm, attrs("GBM variance, empirical <x^4>", "1", eq24)),
-            "var_gbm_gaussian": (
-                "t",
-                v_gauss,
-                attrs("GBM variance, Gaussian <x^4> = 3<x^2>^2", "1", eq24),
-            ),
-            "mean_discrete": ("t", m_dis, attrs("exact SGD mean of w - u", "1", rec)),
-            "var_discrete": ("t", v_dis, attrs("exact SGD variance of w - u", "1", rec)),
-            "a": ((), params.a, attrs("empirical <x^2>", "1", f"{SRC} Eq. 24")),
-            "v": ((), params.v, attrs("empirical <x^4> - <x^2>^2", "1", f"{SRC} Eq. 24")),
-            "v_gaussian": ((), gauss.v, attrs("Gaussian value 2 <x^2>^2", "1", f"{SRC} Eq. 24")),
-            "continuum_rate": (
-                (),
-                st["continuum_rate"],
-                attrs("growth rate of <wbar^2>, -2a + lr c v", "1/time", eq24),
-            ),
-            "discrete_factor": (
-                (),
-                st["discrete_factor"],
-                attrs("E[(1 - lr x_B^2)^2] per SGD step", "1", rec),
-            ),
-        },
-        coords={"t": ("t", t, attrs("SDE time lr * step", "1", f"{SRC} Eq. 13 (t = lr tau)"))},
-        attrs={
-            "lr": float(lr),
-            "batch_size": int(batch_size),
-            "P": int(x.size),
-            "wbar0": float(wbar0),
-            "replicas": int(replicas),
-            "sampling": sampling,
-        },
-    )
-    return ds
+    return {
+        "mean_gbm": ("t", m_gbm, attrs("GBM mean of w - u", "1", eq24)),
+        "var_gbm": ("t", v_gbm, attrs("GBM variance, empirical <x^4>", "1", eq24)),
+        "var_gbm_gaussian": ("t", v_gauss,
+                             attrs("GBM variance, Gaussian <x^4> = 3<x^2>^2", "1", eq24)),
+        "mean_discrete": ("t", m_dis, attrs("exact SGD mean of w - u", "1", rec)),
+        "var_discrete": ("t", v_dis, attrs("exact SGD variance of w - u", "1", rec)),
+        "a": ((), params.a, attrs("empirical <x^2>", "1", f"{SRC} Eq. 24")),
+        "v": ((), params.v, attrs("empirical <x^4> - <x^2>^2", "1", f"{SRC} Eq. 24")),
+        "v_gaussian": ((), gauss.v, attrs("Gaussian value 2 <x^2>^2", "1", f"{SRC} Eq. 24")),
+        "continuum_rate": ((), st["continuum_rate"],
+                           attrs("growth rate of <wbar^2> per SDE time, -2a + lr c v", "1", eq24)),
+        "discrete_factor": ((), st["discrete_factor"],
+                            attrs("E[(1 - lr x_B^2)^2] per SGD step", "1", rec)),
+    }  # fmt: skip

@@ -445,14 +445,12 @@ def empirical_noise_spectrum(
     w_star = theory.min_norm_solution(X, y)
     sizes = np.full(n_blocks, n_batches // n_blocks)
     sizes[: n_batches % n_blocks] += 1
-    blocks = []
+    covs = []
     for k, n in enumerate(sizes):
-        blocks.append(
-            empirical_noise_covariance(X, y, w_star, batch_size, sampling, int(n), rng)[0]
-        )
+        covs.append(empirical_noise_covariance(X, y, w_star, batch_size, sampling, int(n), rng)[0])
         if progress is not None:
             progress(f"mini-batch block {k + 1}/{n_blocks} ({int(n)} batches)")
-    blocks = np.stack(blocks)
+    blocks = np.stack(covs)
     weights = sizes / sizes.sum()
     C_emp = np.tensordot(weights, blocks, axes=1)
     loo = (C_emp[None] - weights[:, None, None] * blocks) / (1.0 - weights)[:, None, None]

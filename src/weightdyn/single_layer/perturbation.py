@@ -128,6 +128,26 @@ def perturbation_theory_exact(H: ArrayLike, vectors: ArrayLike, thetas: ArrayLik
     return 0.5 * vHv[:, None] * np.asarray(thetas, dtype=float)[None, :] ** 2
 
 
+def _sgd_modes(result: SGDResult, N: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Eigenvalues, eigenvectors and SEs of the SGD covariance (NaN if the run diverged)."""
+    if result.diverged:  # a flagged cell of NaNs (the theory columns stay)
+        return np.full(N, np.nan), np.full((N, N), np.nan), np.full(N, np.nan)
+    evals, evecs, se = covariance_modes(empirical_covariance(result), result)
+    return evals, evecs, se
+
+
+def _lyapunov_modes(
+    data: TeacherStudentData, H: np.ndarray, lr: float | None, batch_size: int | None, sampling: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """Eigenvalues of M from Eq. 30 (C of Eq. 17) and v^T H v along its eigenvectors; NaN
+    without ``lr`` and ``batch_size``."""
+    if lr is None or batch_size is None:
+        return np.full(data.N, np.nan), np.full(data.N, np.nan)
+    C = theory.noise_covariance(data.X, data.y, batch_size, sampling)
+    eig, V, _ = covariance_modes(theory.stationary_covariance(H, C, lr))
+    return eig, np.einsum("ik,ij,jk->k", V, H, V)
+
+
 def perturbation_dataset(
     data: TeacherStudentData,
     w_star: ArrayLike,
@@ -152,89 +172,45 @@ def perturbation_dataset(
     thetas = np.asarray(thetas, dtype=float)
     if thetas.ndim != 1 or np.any(thetas == 0):
         raise ValueError("thetas must be a 1-d array of nonzero perturbation amplitudes")
-    if result.diverged:  # a flagged cell of NaNs (the theory columns stay)
-        evals = se = np.full(data.N, np.nan)
-        evecs = np.full((data.N, data.N), np.nan)
-    else:
-        evals, evecs, se = covariance_modes(empirical_covariance(result), result)
+    evals, evecs, se = _sgd_modes(result, data.N)
     H = theory.hessian(data.X)
     dL = loss_perturbation(data.X, data.y, w_star, evecs, thetas)
     exact = perturbation_theory_exact(H, evecs, thetas)
     theta2 = thetas**2
-    eq35 = f"{P000} Eq. 35"
-    eig_theory = np.full(evals.size, np.nan)
-    vHv_theory = np.full(evals.size, np.nan)
-    if lr is not None and batch_size is not None:
-        C = theory.noise_covariance(data.X, data.y, batch_size, sampling)
-        eig_theory, V_theory, _ = covariance_modes(theory.stationary_covariance(H, C, lr))
-        vHv_theory = np.einsum("ik,ij,jk->k", V_theory, H, V_theory)
+    eig_theory, vHv_theory = _lyapunov_modes(data, H, lr, batch_size, sampling)
+    eq35, eq30, mt, m = f"{P000} Eq. 35", f"{P000} Eq. 30", ("mode", "theta"), ("mode",)
+
+    def var(dims: tuple[str, ...], values: Any, long_name: str, source: str) -> tuple:
+        return dims, values, attrs(long_name, "1", source)
+
     data_vars: dict[str, Any] = {
-        "delta_L": (
-            ("mode", "theta"),
-            dL,
-            attrs("loss perturbation L(w* + theta v_i) - L(w*)", "1", f"{eq35}, Eq. 3"),
-        ),
-        "delta_L_over_theta2": (
-            ("mode", "theta"),
-            dL / theta2,
-            attrs("loss perturbation / theta^2", "1", f"{eq35}, Eq. 3"),
-        ),
-        "delta_L_over_theta2_exact": (
-            ("mode", "theta"),
-            exact / theta2,
-            attrs("v_i^T H v_i / 2", "1", eq35),
-        ),
-        "vHv": (("mode",), 2.0 * exact[:, 0] / theta2[0], attrs("v_i^T H v_i", "1", eq35)),
-        "eig_M_sgd": (
-            ("mode",),
-            evals,
-            attrs("eigenvalues of the empirical SGD covariance about w*", "1", f"{P000} Eq. 30"),
-        ),
-        "eig_M_sgd_se": (
-            ("mode",),
-            se,
-            attrs("jackknife standard error of eig_M_sgd", "1", f"{P000} Eq. 30"),
-        ),
-        "eig_M_theory": (
-            ("mode",),
-            eig_theory,
-            attrs("eigenvalues of the stationary covariance M (Lyapunov)", "1", f"{P000} Eq. 30"),
-        ),
-        "delta_L_over_theta2_lyapunov": (
-            ("mode",),
-            0.5 * vHv_theory,
-            attrs(
-                "v_i^T H v_i / 2 along the eigenvectors of M from Eq. 30",
-                "1",
-                f"{P000} Eqs. 30, 35",
-            ),
-        ),
-        "delta_L_over_theta2_iid": (
-            (),
-            0.5 * data.sigma_x2,
-            attrs("i.i.d. prediction sigma_x^2 / 2", "1", f"{eq35} with H = sigma_x^2 1"),
-        ),
-        "sigma_x2": (
-            (),
-            data.sigma_x2,
-            attrs("mean input variance sigma_x^2", "1", f"{P000} Eq. 1"),
-        ),
+        "delta_L": var(mt, dL, "loss perturbation L(w* + theta v_i) - L(w*)", f"{eq35}, Eq. 3"),
+        "delta_L_over_theta2": var(mt, dL / theta2, "loss perturbation / theta^2",
+                                   f"{eq35}, Eq. 3"),
+        "delta_L_over_theta2_exact": var(mt, exact / theta2, "v_i^T H v_i / 2", eq35),
+        "vHv": var(m, 2.0 * exact[:, 0] / theta2[0], "v_i^T H v_i", eq35),
+        "eig_M_sgd": var(m, evals, "eigenvalues of the empirical SGD covariance about w*", eq30),
+        "eig_M_sgd_se": var(m, se, "jackknife standard error of eig_M_sgd", eq30),
+        "eig_M_theory": var(m, eig_theory, "eigenvalues of the stationary covariance M (Lyapunov)",
+                            eq30),
+        "delta_L_over_theta2_lyapunov": var(m, 0.5 * vHv_theory,
+                                            "v_i^T H v_i / 2 along the eigenvectors of M from "
+                                            "Eq. 30", f"{P000} Eqs. 30, 35"),
+        "delta_L_over_theta2_iid": var((), 0.5 * data.sigma_x2, "i.i.d. prediction sigma_x^2 / 2",
+                                       f"{eq35} with H = sigma_x^2 1"),
+        "sigma_x2": var((), data.sigma_x2, "mean input variance sigma_x^2", f"{P000} Eq. 1"),
         "diverged": _diverged_flag(result),
-    }
+    }  # fmt: skip
     if lr is not None and batch_size is not None:
-        data_vars["M_isotropic"] = (
-            (),
-            lr * data.sigma_eps2 / (2 * batch_size),
-            attrs("isotropic covariance eigenvalue lr sigma_eps^2 / 2S", "1", f"{P000} Eq. 34"),
-        )
-    return xr.Dataset(
-        data_vars,
-        coords={
-            "mode": ("mode", np.arange(evals.size), {"long_name": "mode index i (eig_M desc.)"}),
-            "theta": ("theta", thetas, {"long_name": "perturbation amplitude theta"}),
-        },
-        attrs={"N": data.N, "P": data.P, "sigma_eps2": data.sigma_eps2},
-    )
+        data_vars["M_isotropic"] = var((), lr * data.sigma_eps2 / (2 * batch_size),
+                                       "isotropic covariance eigenvalue lr sigma_eps^2 / 2S",
+                                       f"{P000} Eq. 34")  # fmt: skip
+    coords = {
+        "mode": ("mode", np.arange(evals.size), attrs("mode index i (eig_M desc.)", "1", eq35)),
+        "theta": ("theta", thetas, attrs("perturbation amplitude theta", "1", eq35)),
+    }
+    cell = {"N": data.N, "P": data.P, "sigma_eps2": data.sigma_eps2}
+    return xr.Dataset(data_vars, coords=coords, attrs=cell)
 
 
 def _diverged_flag(result: SGDResult) -> tuple:
@@ -274,7 +250,13 @@ def average_over_realisations(datasets: Sequence[xr.Dataset]) -> xr.Dataset:
     if len(datasets) < 2:
         raise ValueError("need at least two realisations for a standard error")
     stacked = xr.concat(list(datasets), dim="realisation", combine_attrs="drop_conflicts")
-    stacked = stacked.assign_coords(realisation=np.arange(len(datasets)))
+    stacked = stacked.assign_coords(
+        realisation=(
+            "realisation",
+            np.arange(len(datasets)),
+            attrs("data set (realisation)", "1", f"{P000} Fig. 5b"),
+        )
+    )
     n = len(datasets)
     for name in (
         "delta_L_over_theta2",

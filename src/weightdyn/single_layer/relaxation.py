@@ -21,6 +21,7 @@ Pure numpy in, numpy/xarray out; no file I/O.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -107,6 +108,40 @@ class RelaxationRun:
         return self.V.T @ self.w_init
 
 
+def _recorded_sgd(
+    X: np.ndarray,
+    y: np.ndarray,
+    lr: float,
+    with_replacement: bool,
+    w_init: np.ndarray,
+    steps: np.ndarray,
+    rng: np.random.Generator,
+    S: int,
+    R: int,
+    w_star: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """SGD weights (T, R, N) of R chains at the record ``steps`` (NaN after a chain leaves
+    ``1e6 (max|w*| + 1)``) and which chains stayed bounded (R,)."""
+    P, N = X.shape
+    W = np.tile(w_init, (R, 1))
+    perm = np.tile(np.arange(P, dtype=np.int64), (R, 1))
+    bound = float(1e6 * (np.max(np.abs(w_star), initial=0.0) + 1.0))
+    stream = BlockStream(rng, R, S, "uniform")
+    rec = np.empty((1, R, N))
+    W_rec = np.empty((steps.size, R, N))
+    alive = np.ones(R, dtype=bool)
+    done = 0
+    for i, target in enumerate(steps):
+        n = int(target) - done
+        if n > 0:
+            u = stream.take(n)
+            flags = sgd_kernel(X, y, W, lr, u, with_replacement, perm, n + 1, rec[:0], bound)
+            alive &= ~flags
+            done = int(target)
+        W_rec[i] = np.where(alive[:, None], W, np.nan)
+    return W_rec, alive
+
+
 def record_relaxation(
     X: ArrayLike,
     y: ArrayLike,
@@ -145,22 +180,7 @@ def record_relaxation(
     C = theory.noise_covariance(X, y, S, sampling)
     C_tilde_diag = np.einsum("ik,ij,jk->k", V, C, V)
 
-    W = np.tile(w_init, (R, 1))
-    perm = np.tile(np.arange(P, dtype=np.int64), (R, 1))
-    bound = float(1e6 * (np.max(np.abs(w_star), initial=0.0) + 1.0))
-    stream = BlockStream(rng, R, S, "uniform")
-    rec = np.empty((1, R, N))
-    W_rec = np.empty((steps.size, R, N))
-    alive = np.ones(R, dtype=bool)
-    done = 0
-    for i, target in enumerate(steps):
-        n = int(target) - done
-        if n > 0:
-            u = stream.take(n)
-            flags = sgd_kernel(X, y, W, lr, u, with_replacement, perm, n + 1, rec[:0], bound)
-            alive &= ~flags
-            done = int(target)
-        W_rec[i] = np.where(alive[:, None], W, np.nan)
+    W_rec, alive = _recorded_sgd(X, y, lr, with_replacement, w_init, steps, rng, S, R, w_star)
     z = W_rec @ V
     loss = theory.loss(X, y, np.nan_to_num(W_rec))
     loss = np.where(np.isnan(W_rec).any(axis=-1), np.nan, loss)
@@ -257,14 +277,15 @@ def discrete_rates(omega: ArrayLike, lr: float) -> np.ndarray:
 
 
 def fit_relaxation_rates(
-    z: ArrayLike, z_star: ArrayLike, t: ArrayLike, threshold: float = 5.0, min_points: int = 3
+    z: ArrayLike, z_star: ArrayLike, t: ArrayLike, threshold: float = 5.0, min_points: int = 5
 ) -> tuple[np.ndarray, np.ndarray]:
     """Relaxation rate of each mode fitted to the replica mean (Eq. 27), with a jackknife SE.
 
     ``z`` (T, R, N) are recorded modes of R replicas at SDE times ``t`` (T,). For mode k the
-    rate is minus the least-squares slope of ``log|<z_k>(t) - z*_k|`` against ``t``, fitted where
-    ``t > 0`` and the deviation exceeds ``threshold`` standard errors of the replica mean (the
-    relaxation is resolved above the stationary noise of Eq. 30). The SE is a delete-one
+    rate is minus the least-squares slope of ``log|<z_k>(t) - z*_k|`` against ``t``, fitted over
+    the times ``t > 0`` before the deviation first falls below ``threshold`` standard errors of
+    the replica mean (while the relaxation is resolved above the stationary noise of Eq. 30; the
+    exact mean decays as ``(1 - lr omega_k)^n``, see :func:`discrete_rates`). The SE is a delete-one
     jackknife over replicas on the same window. Replicas with NaN records (diverged) are left
     out; a mode with fewer than ``min_points`` points, or fewer than 2 replicas, gives NaN.
     """
@@ -278,8 +299,10 @@ def fit_relaxation_rates(
         return rate, se
     dev = z.mean(axis=1) - z_star
     mean_se = z.std(axis=1, ddof=1) / np.sqrt(R)
+    later = t > 0
     for k in range(n_modes):
-        window = (t > 0) & (np.abs(dev[:, k]) > threshold * mean_se[:, k])
+        resolved = np.abs(dev[:, k]) > threshold * mean_se[:, k]
+        window = later & np.logical_and.accumulate(resolved | ~later)
         if window.sum() < min_points:
             continue
 
@@ -323,6 +346,109 @@ def mp_edge_from_rates(omega: ArrayLike, P: int, sigma_x2: float) -> dict[str, f
 # -------------------------------------------------------------------------------- dataset
 
 
+def _var(dims: tuple[str, ...], values, long_name: str, source: str) -> tuple:
+    """One dimensionless data variable with its CF attributes."""
+    return dims, values, attrs(long_name, "1", source)
+
+
+def _sgd_variables(run: RelaxationRun) -> dict[str, tuple]:
+    """The recorded SGD modes and losses with their replica means and SEs (Eqs. 3, 11, 25)."""
+    R = run.z.shape[1]
+    with warnings.catch_warnings():  # all replicas diverged: NaN statistics, no warning
+        warnings.simplefilter("ignore", RuntimeWarning)
+        z_mean = np.nanmean(run.z, axis=1)
+        z_std = np.nanstd(run.z, axis=1, ddof=1) if R > 1 else np.zeros_like(z_mean)
+        loss_mean = np.nanmean(run.loss, axis=1)
+        loss_std = np.nanstd(run.loss, axis=1, ddof=1) if R > 1 else np.zeros(run.steps.size)
+    modes, loss = f"{P000} Eqs. 11, 25", f"{P000} Eq. 3"
+    tm = ("time", "mode")
+    return {
+        "z_sgd": _var(("replica", *tm), run.z.transpose(1, 0, 2),
+                      "SGD weight modes z_k = (V^T w)_k", modes),
+        "z_sgd_mean": _var(tm, z_mean, "replica mean of the SGD modes z_k", modes),
+        "z_sgd_std": _var(tm, z_std, "replica standard deviation of the SGD modes", modes),
+        "z_sgd_se": _var(tm, z_std / np.sqrt(R), "standard error of the replica mean of z_k",
+                         modes),
+        "loss_sgd": _var(("replica", "time"), run.loss.T,
+                         "full-batch training loss L(w) under SGD", loss),
+        "loss_sgd_mean": _var(("time",), loss_mean, "replica mean of the training loss", loss),
+        "loss_sgd_se": _var(("time",), loss_std / np.sqrt(R),
+                            "standard error of the replica-mean loss", loss),
+    }  # fmt: skip
+
+
+def _theory_variables(run: RelaxationRun) -> dict[str, tuple]:
+    """Eqs. 26-27 (continuous and exact discrete mean modes, transient variance, losses)."""
+    z_disc = discrete_mean_modes(run.z_init, run.z_star, run.omega, run.lr, run.steps)
+    var = mode_variance_discrete(run.C_tilde_diag, run.omega, run.lr, run.steps)
+    # stationary excess loss tr(H M)/2 = lr tr(C)/4 (trace of the Lyapunov equation, Eq. 29)
+    stationary_excess = float(0.25 * run.lr * np.sum(run.C_tilde_diag))
+    mean_only = loss_from_modes(z_disc, run.z_star, run.omega, run.L_star)
+    eq27, tm, t = f"{P000} Eq. 27", ("time", "mode"), ("time",)
+    return {
+        "z_theory_exp": _var(tm, exponential_mean_modes(run.z_init, run.z_star, run.omega,
+                                                        run.time),
+                             "noise-averaged mode z* + exp(-omega t)(z(0) - z*)", eq27),
+        "z_theory_discrete": _var(tm, z_disc, "exact SGD mean z* + (1 - lr omega)^n (z(0) - z*)",
+                                  f"{eq27}, discrete time"),
+        "mode_var_theory": _var(tm, var, "mode variance from additive noise C at w*",
+                                f"{P000} Eqs. 17, 25, 30"),
+        "loss_theory_mean_only": _var(t, mean_only, "loss of the noise-averaged modes",
+                                      f"{P000} Eqs. 26-27"),
+        "loss_theory": _var(t, loss_from_modes(z_disc, run.z_star, run.omega, run.L_star, var),
+                            "noise-averaged loss: mean modes plus transient mode variance",
+                            f"{P000} Eqs. 26-27, 30"),
+        "loss_theory_stationary": _var(t, mean_only + stationary_excess,
+                                       "loss of the mean modes plus stationary tr(HM)/2",
+                                       f"{P000} Eqs. 26, 29-30"),
+        "optimal_loss": _var((), run.L_star, "loss of the fully trained model L*",
+                             f"{P000} Eq. 26"),
+        "stationary_excess_loss": _var((), stationary_excess,
+                                       "stationary excess loss tr(HM)/2 = lr tr(C)/4",
+                                       f"{P000} Eqs. 29-30"),
+    }  # fmt: skip
+
+
+def _mode_variables(run: RelaxationRun) -> dict[str, tuple]:
+    """Rates, solution and start in the Hessian modes, the fitted rates and the flag."""
+    eq27, m = f"{P000} Eq. 27", ("mode",)
+    omega_fit, omega_fit_se = fit_relaxation_rates(run.z, run.z_star, run.time)
+    flag = attrs("a replica left the stability bound (1) or not (0)", "1", f"{P000} Eq. 11")
+    flag |= {"flag_values": np.array([0, 1], dtype=np.int8), "flag_meanings": "stable diverged"}
+    return {
+        "omega": _var(m, run.omega, "relaxation rate omega_k (eigenvalue of H)",
+                      f"{P000} Eqs. 4, 25"),
+        "z_star": _var(m, run.z_star, "solution modes z* = V^T w*", f"{P000} Eqs. 7, 25"),
+        "z_init": _var(m, run.z_init, "initial modes z(0) = V^T w(0)", eq27),
+        "omega_min": _var((), float(run.omega[0]), "smallest relaxation rate omega_0", eq27),
+        "omega_fit": _var(m, omega_fit, "relaxation rate fitted to the replica-mean mode",
+                          f"{eq27}, fit"),
+        "omega_fit_se": _var(m, omega_fit_se,
+                             "jackknife standard error of omega_fit (over replicas)",
+                             f"{eq27}, fit"),
+        "omega_discrete": _var(m, discrete_rates(run.omega, run.lr),
+                               "decay rate of the exact SGD mean, -log|1 - lr omega| / lr",
+                               f"{eq27}, discrete time"),
+        "diverged": ((), np.int8(run.diverged), flag),
+    }  # fmt: skip
+
+
+def _edge_variables(run: RelaxationRun, sigma_x2: float) -> dict[str, tuple]:
+    """The smallest rate against the Marchenko-Pastur lower edge (text after Eq. 27)."""
+    check = mp_edge_from_rates(run.omega, run.P, sigma_x2)
+    text = f"{P000} text after Eq. 27"
+    return {
+        "mp_lower_edge": _var((), check["mp_lower_edge"],
+                              "Marchenko-Pastur lower edge sigma_x^2 (1 - sqrt(N/P))^2",
+                              f"{text} (corrected)"),
+        "mp_lower_edge_paper": _var((), check["mp_lower_edge_paper"],
+                                    "paper's lower edge sigma_x^2 (sqrt(P/N) - 1)^2",
+                                    f"{text} (as printed)"),
+        "omega_min_over_mp_edge": _var((), check["ratio"],
+                                       "omega_0 / Marchenko-Pastur lower edge", text),
+    }  # fmt: skip
+
+
 def relaxation_dataset(run: RelaxationRun, sigma_x2: float | None = None) -> xr.Dataset:
     """Fig. 3 dataset of one relaxation run, dims ``(time, mode)`` plus ``replica``.
 
@@ -338,189 +464,17 @@ def relaxation_dataset(run: RelaxationRun, sigma_x2: float | None = None) -> xr.
     (:func:`discrete_rates`) (mode); the flag ``diverged``; and, if ``sigma_x2`` is given,
     ``mp_lower_edge``, ``mp_lower_edge_paper``, ``omega_min_over_mp_edge``.
     """
-    R = run.z.shape[1]
-    N = run.omega.size
-    t = run.time
-    z_exp = exponential_mean_modes(run.z_init, run.z_star, run.omega, t)
-    z_disc = discrete_mean_modes(run.z_init, run.z_star, run.omega, run.lr, run.steps)
-    var = mode_variance_discrete(run.C_tilde_diag, run.omega, run.lr, run.steps)
-    # stationary excess loss tr(H M)/2 = lr tr(C)/4 (trace of the Lyapunov equation, Eq. 29)
-    stationary_excess = float(0.25 * run.lr * np.sum(run.C_tilde_diag))
-    loss_mean_only = loss_from_modes(z_disc, run.z_star, run.omega, run.L_star)
-    z_mean = np.nanmean(run.z, axis=1)
-    z_std = np.nanstd(run.z, axis=1, ddof=1) if R > 1 else np.zeros_like(z_mean)
-    loss_std = np.nanstd(run.loss, axis=1, ddof=1) if R > 1 else np.zeros(t.size)
-    eq27 = f"{P000} Eq. 27"
-    omega_fit, omega_fit_se = fit_relaxation_rates(run.z, run.z_star, t)
-    data_vars = {
-        "z_sgd": (
-            ("replica", "time", "mode"),
-            run.z.transpose(1, 0, 2),
-            attrs("SGD weight modes z_k = (V^T w)_k", "1", f"{P000} Eqs. 11, 25"),
-        ),
-        "z_sgd_mean": (
-            ("time", "mode"),
-            z_mean,
-            attrs("replica mean of the SGD modes z_k", "1", f"{P000} Eqs. 11, 25"),
-        ),
-        "z_sgd_std": (
-            ("time", "mode"),
-            z_std,
-            attrs("replica standard deviation of the SGD modes", "1", f"{P000} Eqs. 11, 25"),
-        ),
-        "z_sgd_se": (
-            ("time", "mode"),
-            z_std / np.sqrt(R),
-            attrs("standard error of the replica mean of z_k", "1", f"{P000} Eqs. 11, 25"),
-        ),
-        "z_theory_exp": (
-            ("time", "mode"),
-            z_exp,
-            attrs("noise-averaged mode z* + exp(-omega t)(z(0) - z*)", "1", eq27),
-        ),
-        "z_theory_discrete": (
-            ("time", "mode"),
-            z_disc,
-            attrs(
-                "exact SGD mean z* + (1 - lr omega)^n (z(0) - z*)", "1", f"{eq27}, discrete time"
-            ),
-        ),
-        "mode_var_theory": (
-            ("time", "mode"),
-            var,
-            attrs("mode variance from additive noise C at w*", "1", f"{P000} Eqs. 17, 25, 30"),
-        ),
-        "loss_sgd": (
-            ("replica", "time"),
-            run.loss.T,
-            attrs("full-batch training loss L(w) under SGD", "1", f"{P000} Eq. 3"),
-        ),
-        "loss_sgd_mean": (
-            ("time",),
-            np.nanmean(run.loss, axis=1),
-            attrs("replica mean of the training loss", "1", f"{P000} Eq. 3"),
-        ),
-        "loss_sgd_se": (
-            ("time",),
-            loss_std / np.sqrt(R),
-            attrs("standard error of the replica-mean loss", "1", f"{P000} Eq. 3"),
-        ),
-        "loss_theory_mean_only": (
-            ("time",),
-            loss_mean_only,
-            attrs("loss of the noise-averaged modes", "1", f"{P000} Eqs. 26-27"),
-        ),
-        "loss_theory": (
-            ("time",),
-            loss_from_modes(z_disc, run.z_star, run.omega, run.L_star, var),
-            attrs(
-                "noise-averaged loss: mean modes plus transient mode variance",
-                "1",
-                f"{P000} Eqs. 26-27, 30",
-            ),
-        ),
-        "loss_theory_stationary": (
-            ("time",),
-            loss_mean_only + stationary_excess,
-            attrs("loss of the mean modes plus stationary tr(HM)/2", "1", f"{P000} Eqs. 26, 29-30"),
-        ),
-        "omega": (
-            ("mode",),
-            run.omega,
-            attrs("relaxation rate omega_k (eigenvalue of H)", "1", f"{P000} Eqs. 4, 25"),
-        ),
-        "z_star": (
-            ("mode",),
-            run.z_star,
-            attrs("solution modes z* = V^T w*", "1", f"{P000} Eqs. 7, 25"),
-        ),
-        "z_init": (("mode",), run.z_init, attrs("initial modes z(0) = V^T w(0)", "1", eq27)),
-        "optimal_loss": (
-            (),
-            run.L_star,
-            attrs("loss of the fully trained model L*", "1", f"{P000} Eq. 26"),
-        ),
-        "stationary_excess_loss": (
-            (),
-            stationary_excess,
-            attrs("stationary excess loss tr(HM)/2 = lr tr(C)/4", "1", f"{P000} Eqs. 29-30"),
-        ),
-        "omega_min": (
-            (),
-            float(run.omega[0]),
-            attrs("smallest relaxation rate omega_0", "1", f"{P000} Eq. 27"),
-        ),
-        "omega_fit": (
-            ("mode",),
-            omega_fit,
-            attrs("relaxation rate fitted to the replica-mean mode", "1", f"{eq27}, fit"),
-        ),
-        "omega_fit_se": (
-            ("mode",),
-            omega_fit_se,
-            attrs("jackknife standard error of omega_fit (over replicas)", "1", f"{eq27}, fit"),
-        ),
-        "omega_discrete": (
-            ("mode",),
-            discrete_rates(run.omega, run.lr),
-            attrs(
-                "decay rate of the exact SGD mean, -log|1 - lr omega| / lr",
-                "1",
-                f"{eq27}, discrete time",
-            ),
-        ),
-        "diverged": (
-            (),
-            np.int8(run.diverged),
-            {
-                **attrs("a replica left the stability bound (1) or not (0)", "1", f"{P000} Eq. 11"),
-                "flag_values": np.array([0, 1], dtype=np.int8),
-                "flag_meanings": "stable diverged",
-            },
-        ),
-    }
+    R, N = run.z.shape[1], run.omega.size
+    data_vars = _sgd_variables(run) | _theory_variables(run) | _mode_variables(run)
     if sigma_x2 is not None:
-        check = mp_edge_from_rates(run.omega, run.P, sigma_x2)
-        data_vars |= {
-            "mp_lower_edge": (
-                (),
-                check["mp_lower_edge"],
-                attrs(
-                    "Marchenko-Pastur lower edge sigma_x^2 (1 - sqrt(N/P))^2",
-                    "1",
-                    f"{P000} text after Eq. 27 (corrected)",
-                ),
-            ),
-            "mp_lower_edge_paper": (
-                (),
-                check["mp_lower_edge_paper"],
-                attrs(
-                    "paper's lower edge sigma_x^2 (sqrt(P/N) - 1)^2",
-                    "1",
-                    f"{P000} text after Eq. 27 (as printed)",
-                ),
-            ),
-            "omega_min_over_mp_edge": (
-                (),
-                check["ratio"],
-                attrs("omega_0 / Marchenko-Pastur lower edge", "1", f"{P000} text after Eq. 27"),
-            ),
-        }
-    return xr.Dataset(
-        data_vars,
-        coords={
-            "time": ("time", t, {"long_name": "SDE time t = lr n", "units": "1"}),
-            "step": ("time", run.steps, {"long_name": "SGD step n", "units": "1"}),
-            "mode": ("mode", np.arange(N), {"long_name": "mode index k (omega ascending)"}),
-            "replica": ("replica", np.arange(R)),
-        },
-        attrs={
-            "N": N,
-            "P": run.P,
-            "lr": run.lr,
-            "batch_size": run.batch_size,
-            "sampling": run.sampling,
-            "replicas": R,
-            "diverged": int(run.diverged),
-        },
-    )
+        data_vars |= _edge_variables(run, sigma_x2)
+    eq27 = f"{P000} Eq. 27"
+    coords = {
+        "time": ("time", run.time, attrs("SDE time t = lr n", "1", f"{P000} Eq. 13 (t = lr tau)")),
+        "step": ("time", run.steps, attrs("SGD step n", "1", f"{P000} Eq. 11")),
+        "mode": ("mode", np.arange(N), attrs("mode index k (omega ascending)", "1", eq27)),
+        "replica": ("replica", np.arange(R), attrs("SGD replica", "1", f"{P000} Eq. 11")),
+    }
+    cell = {"N": N, "P": run.P, "lr": run.lr, "batch_size": run.batch_size,
+            "sampling": run.sampling, "replicas": R, "diverged": int(run.diverged)}  # fmt: skip
+    return xr.Dataset(data_vars, coords=coords, attrs=cell)

@@ -36,15 +36,12 @@ moments have the layout of :class:`weightdyn.single_layer.simulate.SGDResult`, s
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-import xarray as xr
 from numpy.typing import ArrayLike, NDArray
 
-from weightdyn import stats
-from weightdyn.io import attrs
 from weightdyn.single_layer import theory
 from weightdyn.single_layer.simulate import SAMPLING_MODES, SGDResult
 
@@ -56,7 +53,6 @@ __all__ = [
     "expected_frobenius_error",
     "multiplicative_noise",
     "run_sgf",
-    "spectrum_dataset",
 ]
 
 NOISE_MODES = ("additive", "multiplicative")
@@ -458,86 +454,3 @@ def expected_frobenius_error(
     keep = denom > max(omega.size, 1) * float(np.finfo(float).eps) * np.max(np.abs(omega))
     terms = np.where(keep, (np.outer(d, d) + Mt**2) / np.where(keep, denom, 1.0), 0.0)
     return float(np.sqrt(2.0 * terms.sum() / (replicas * sample_time)) / np.linalg.norm(M))
-
-
-# ----------------------------------------------------------------------------- dataset
-
-
-def spectrum_dataset(
-    X: ArrayLike,
-    y: ArrayLike,
-    lr: float,
-    batch_size: int,
-    sampling: str,
-    sigma_eps2: float,
-    results: Mapping[str, SGDResult],
-) -> xr.Dataset:
-    """Stationary-covariance spectra of several simulations beside Eq. 30, for ``fig_sgd_sgf``.
-
-    ``results`` maps a method label (e.g. ``"SGD"``, ``"SGF additive"``, ``"SGF multiplicative"``)
-    to an :class:`SGDResult` / :class:`SGFResult` whose moments are about ``w*``. Returns a
-    Dataset with dims ``simulation`` and ``mode`` (sorted descending):
-
-    * ``eig_M`` (simulation, mode), ``eig_M_se`` (simulation, mode): eigenvalues of the simulated
-      covariance about ``w*`` and their jackknife SE over (replica, block) groups (NaN if diverged);
-    * ``eig_M_lyapunov`` (mode): Eq. 30 with ``C`` of Eq. 17;
-    * ``M_isotropic`` (): ``lr sigma_eps^2 / (2S)`` (Eq. 34), the normalisation of Fig. 4b;
-    * ``frobenius_error`` (simulation): ``||M_sim - M_30||_F / ||M_30||_F``.
-
-    Attributes ``N``, ``P``, ``lr``, ``batch_size``, ``sigma_eps2``, ``sampling`` record the cell.
-    """
-    X = np.asarray(X, dtype=float)
-    y = np.asarray(y, dtype=float)
-    P, N = X.shape
-    H = theory.hessian(X)
-    M30 = theory.stationary_covariance(H, theory.noise_covariance(X, y, batch_size, sampling), lr)
-    names = list(results)
-    eig = np.full((len(names), N), np.nan)
-    se = np.full((len(names), N), np.nan)
-    frob = np.full(len(names), np.nan)
-    for i, name in enumerate(names):
-        res = results[name]
-        if res.diverged:
-            continue
-        covs = stats.group_covariances(res.sum_dw, res.sum_dwdw, res.n_records)
-        eig[i], se[i] = stats.eigenvalues_with_se(covs)
-        frob[i] = np.linalg.norm(covs.mean(axis=0) - M30) / np.linalg.norm(M30)
-    src_sim = "paper 000 Eqs. 10-11 (SGD) / Eq. 13 Euler-Maruyama (SGF)"
-    return xr.Dataset(
-        {
-            "eig_M": (
-                ("simulation", "mode"),
-                eig,
-                attrs("eigenvalues of the simulated weight covariance about w*", "1", src_sim),
-            ),
-            "eig_M_se": (
-                ("simulation", "mode"),
-                se,
-                attrs("standard error of eig_M (jackknife over replica-blocks)", "1", src_sim),
-            ),
-            "eig_M_lyapunov": (
-                ("mode",),
-                theory.sorted_eigenvalues(M30),
-                attrs("eigenvalues of the stationary covariance M", "1", "paper 000 Eqs. 30-31"),
-            ),
-            "M_isotropic": (
-                (),
-                lr * sigma_eps2 / (2.0 * batch_size),
-                attrs("isotropic covariance lr sigma_eps^2 / (2S)", "1", "paper 000 Eq. 34"),
-            ),
-            "frobenius_error": (
-                ("simulation",),
-                frob,
-                attrs("relative Frobenius distance ||M_sim - M_30|| / ||M_30||", "1", src_sim),
-            ),
-        },
-        coords={"simulation": names, "mode": np.arange(N)},
-        attrs={
-            "N": N,
-            "P": P,
-            "lr": float(lr),
-            "batch_size": int(batch_size),
-            "sigma_eps2": float(sigma_eps2),
-            "sampling": sampling,
-        },
-    )

@@ -80,15 +80,32 @@ PARAMS = (
     Param("sigma_eps2", float, 0.25, "label-noise variance sigma_eps^2", axis=True, minimum=0),
     Param("lr", float, 0.1, "learning rate lambda", axis=True, **POSITIVE),
     Param("batch_size", int, 10, "mini-batch size S", axis=True, minimum=1),
-    Param("sampling", str, "with", "mini-batch sampling (replacement)", axis=True,
-          allowed=SAMPLING_MODES),  # fmt: skip
+    Param(
+        "sampling",
+        str,
+        "with",
+        "mini-batch sampling (replacement)",
+        axis=True,
+        allowed=SAMPLING_MODES,
+    ),
     Param("data_seed", int, 0, "data realisation index", axis=True, minimum=0),
-    Param("dynamics", str, "sgd", "simulated dynamics (none: theory only)", axis=True,
-          allowed=DYNAMICS),  # fmt: skip
-    Param("init", str, "wstar", "start of the chains: w* or i.i.d. N(0, init_scale^2)",
-          axis=True, allowed=INITS),  # fmt: skip
-    Param("init_scale", float, 1.0, "standard deviation of a random start", axis=True,
-          **POSITIVE),  # fmt: skip
+    Param(
+        "dynamics",
+        str,
+        "sgd",
+        "simulated dynamics (none: theory only)",
+        axis=True,
+        allowed=DYNAMICS,
+    ),
+    Param(
+        "init",
+        str,
+        "wstar",
+        "start of the chains: w* or i.i.d. N(0, init_scale^2)",
+        axis=True,
+        allowed=INITS,
+    ),
+    Param("init_scale", float, 1.0, "standard deviation of a random start", axis=True, **POSITIVE),
     N_TEST,
     _protocol_param("replicas", "independent chains per cell", 2),
     _protocol_param("burnin_tau", "burn-in in slowest relaxation times tau (Eq. 27)", 0),
@@ -99,8 +116,13 @@ PARAMS = (
     _protocol_param("sample_max_steps", "most sampling steps", 1),
     _protocol_param("thin", "steps between recorded snapshots", 1),
     _protocol_param("n_blocks", "time blocks per chain (error groups)", 1),
-    Param("dt_over_lr", float, 1.0, "SGF Euler-Maruyama step dt / lr (SDE time t = lr tau)",
-          **POSITIVE),  # fmt: skip
+    Param(
+        "dt_over_lr",
+        float,
+        1.0,
+        "SGF Euler-Maruyama step dt / lr (SDE time t = lr tau)",
+        **POSITIVE,
+    ),
 )
 
 
@@ -150,9 +172,7 @@ def _simulate(
     return run_stationary_sgf(*args, noise, params["dt_over_lr"], progress=progress)
 
 
-def _frobenius_error(
-    data: TeacherStudentData, params: Params, result: SGDResult
-) -> xr.Dataset:
+def _frobenius_error(data: TeacherStudentData, params: Params, result: SGDResult) -> xr.Dataset:
     """||M_sim - M_30||_F / ||M_30||_F of the covariance about w* (NaN if diverged or M_30 = 0)."""
     H = theory.hessian(data.X)
     C = theory.noise_covariance(data.X, data.y, params["batch_size"], params["sampling"])
@@ -207,65 +227,77 @@ def _resources(params: Params, attempt: int) -> dict[str, int]:
 
 # ------------------------------------------------------------------------------ agreement
 
+BEYOND = "beyond Eq. 30 (docs/discrete_covariance.md)"
+
 
 def _cells(ds: xr.Dataset, mask: np.ndarray) -> xr.Dataset:
     return ds.isel(cell=np.flatnonzero(mask))
 
 
-def _pooled_rows(ds: xr.Dataset, dynamics: str, label: str) -> list[Agreement]:
-    """Spectra (Figs. 4b, SGD vs SGF) and, for SGD, the Fig. 4a rows, pooled over the cells."""
+def stationary(ds: xr.Dataset, dynamics: str) -> xr.DataArray:
+    """Cells whose chain has a stationary state that the run sampled: not diverged, and below the
+    second-moment stability limit (SGD, and multiplicative SGF whose recursion is SGD's) or with
+    a finite Euler fixed point (additive SGF)."""
+    ok = ds["diverged"] == 0
+    if dynamics == "sgf_additive":
+        return ok & ds["eig_M_euler"].notnull().any("mode")
+    return ok & (ds["second_moment_radius"] < 1)
+
+
+def _exact(ds: xr.Dataset, dynamics: str) -> tuple[str, str, xr.DataArray, xr.DataArray]:
+    """(name, equations, eigenvalues, where valid) of the exact fixed point of a cell's chain:
+    the discrete SGD recursion for SGD and for multiplicative SGF at dt = lr (the same
+    second-moment recursion), the additive-noise Euler chain for additive SGF."""
+    valid = stationary(ds, dynamics)
+    if dynamics == "sgd":
+        return "the exact discrete-time fixed point", BEYOND, ds["eig_M_discrete"], valid
+    if dynamics == "sgf_additive":
+        name = "the exact fixed point of its Euler chain (step dt)"
+        return name, "Eq. 13 discretised (beyond Eq. 30)", ds["eig_M_euler"], valid
+    valid = valid & np.isclose(ds["dt"], ds["lr"])
+    return "the exact discrete-time fixed point (dt = lr)", BEYOND, ds["eig_M_discrete"], valid
+
+
+def _fig4_rows(ds: xr.Dataset, dynamics: str, label: str) -> list[Agreement]:
+    """Fig. 4b (spectrum vs Eq. 30, also of SGF: Eqs. 13, 30) and, for SGD, Fig. 4a."""
     name = METHODS[dynamics][0]
+    eqs = "Eqs. 30-31" if dynamics == "sgd" else "Eqs. 13, 30"
     rows = [
-        agreement(label, f"eigenvalues of the {name} covariance about w* vs M (Lyapunov)",
-                  "Eqs. 13, 30" if dynamics != "sgd" else "Eqs. 30-31",
+        agreement(label, f"eigenvalues of the {name} covariance about w* vs M (Lyapunov)", eqs,
                   ds["eig_M_sgd"], ds["eig_M_lyapunov"], ds["eig_M_sgd_se"]),
     ]  # fmt: skip
-    if dynamics != "sgd":
-        return rows
-    stable = (ds["diverged"] == 0) & (ds["second_moment_radius"] < 1)
-    rows += [
-        agreement(label, "SGD temporal weight variance vs tr M / N", "Eqs. 30-31",
-                  ds["var_w_sgd"], ds["var_w_theory"], ds["var_w_sgd_se"]),
-        agreement(label, "SGD training loss vs L* + tr(HM)/2", "Eqs. 9, 26, 30",
-                  ds["train_loss"], ds["train_loss_theory"], ds["train_loss_se"]),
-        agreement(label, "eigenvalues of the SGD covariance vs the exact discrete-time fixed "
-                  "point", "beyond Eq. 30 (docs/discrete_covariance.md)",
-                  ds["eig_M_sgd"].where(stable), ds["eig_M_discrete"],
-                  ds["eig_M_sgd_se"].where(stable), paper="000+"),
-    ]  # fmt: skip
+    if dynamics == "sgd":
+        rows += [
+            agreement(label, "SGD temporal weight variance vs tr M / N", "Eqs. 30-31",
+                      ds["var_w_sgd"], ds["var_w_theory"], ds["var_w_sgd_se"]),
+            agreement(label, "SGD training loss vs L* + tr(HM)/2", "Eqs. 9, 26, 30",
+                      ds["train_loss"], ds["train_loss_theory"], ds["train_loss_se"]),
+        ]  # fmt: skip
     return rows
+
+
+def _spectrum_row(ds: xr.Dataset, dynamics: str, label: str) -> Agreement:
+    """Eigenvalues about w* against the exact fixed point of the chain, pooled over the cells."""
+    exact, eqs, eig, valid = _exact(ds, dynamics)
+    return agreement(
+        label, f"eigenvalues of the {METHODS[dynamics][0]} covariance vs {exact}", eqs,
+        ds["eig_M_sgd"].where(valid), eig, ds["eig_M_sgd_se"].where(valid), paper="000+",
+    )  # fmt: skip
 
 
 def _trace_rows(ds: xr.Dataset, dynamics: str, label: str, at: str) -> list[Agreement]:
-    """tr M about w* (as the mean variance tr M / N) against Eq. 30 and the exact fixed point of
-    the simulated chain: the discrete recursion (SGD; multiplicative SGF at dt = lr) or the
-    additive-noise Euler chain (additive SGF)."""
+    """tr M about w* (as tr M / N) against Eq. 30 and against the exact fixed point of the chain."""
     name = METHODS[dynamics][0]
     sim, se = ds["var_w_sgd_wstar"], ds["var_w_sgd_wstar_se"]
-    N = ds["N"]
-    discrete_tr = ds["eig_M_discrete"].sum("mode", min_count=1) / N
-    beyond = "beyond Eq. 30 (docs/discrete_covariance.md)"
-    if dynamics == "sgd":
-        stable = (ds["diverged"] == 0) & (ds["second_moment_radius"] < 1)
-        return [
-            agreement(label, f"tr M of SGD (about w*) vs the exact discrete-time fixed point{at}",
-                      beyond, sim.where(stable), discrete_tr, se.where(stable), paper="000+"),
-        ]  # fmt: skip
-    rows = [
-        agreement(label, f"tr M of {name} (about w*) vs tr M of Eq. 30{at}", "Eqs. 13, 30",
-                  sim, ds["var_w_theory"], se),
+    exact, eqs, eig, valid = _exact(ds, dynamics)
+    eq30 = "Eqs. 30-31" if dynamics == "sgd" else "Eqs. 13, 30"
+    ok = stationary(ds, dynamics)
+    return [
+        agreement(label, f"tr M of {name} (about w*) vs tr M of Eq. 30{at}", eq30,
+                  sim.where(ok), ds["var_w_theory"], se.where(ok)),
+        agreement(label, f"tr M of {name} (about w*) vs {exact}{at}", eqs, sim.where(valid),
+                  eig.sum("mode", min_count=1) / ds["N"], se.where(valid), paper="000+"),
     ]  # fmt: skip
-    if dynamics == "sgf_additive":
-        euler_tr = ds["eig_M_euler"].sum("mode", min_count=1) / N
-        rows.append(agreement(
-            label, f"tr M of {name} vs the exact fixed point of its Euler chain (step dt){at}",
-            "Eq. 13 discretised (beyond Eq. 30)", sim, euler_tr, se, paper="000+"))  # fmt: skip
-    else:
-        at_lr = np.isclose(ds["dt"], ds["lr"])  # the SGD recursion holds at dt = lr
-        rows.append(agreement(
-            label, f"tr M of {name} (dt = lr) vs the exact discrete-time fixed point{at}",
-            beyond, sim.where(at_lr), discrete_tr, se.where(at_lr), paper="000+"))  # fmt: skip
-    return rows
 
 
 def _divergence_row(ds: xr.Dataset, label: str) -> list[Agreement]:
@@ -290,10 +322,11 @@ def _theory_row(ds: xr.Dataset, label: str) -> list[Agreement]:
 
 
 def _agreement(ds: xr.Dataset, label: str) -> list[Agreement]:
-    """Rows of one sweep, only for what it holds: the theory-only row of its ``none`` cells;
-    per simulated dynamics the pooled spectra (and, for SGD, Fig. 4a and the discrete spectra);
-    per learning rate tr M against Eq. 30 (SGF) and the exact fixed point of each chain; the
-    divergence row if the sweep reaches the stability limit. Rows without points are left out."""
+    """Rows of one sweep, only for what it holds. Theory-only (``none``) cells: the Fig. 4c row.
+    Per simulated dynamics: the spectrum against the exact fixed point of its chain (pooled);
+    in a sweep at one learning rate the Fig. 4a/4b rows against Eq. 30 (pooled); per learning
+    rate tr M against Eq. 30 and against the exact fixed point; for SGD the divergence row if
+    the sweep reaches the stability limit. Rows without comparable points are left out."""
     dynamics = ds["dynamics"].values
     rows = _theory_row(_cells(ds, dynamics == "none"), label) if "none" in dynamics else []
     lrs = np.unique(ds["lr"].values)
@@ -301,12 +334,13 @@ def _agreement(ds: xr.Dataset, label: str) -> list[Agreement]:
         cells = _cells(ds, dynamics == name)
         if cells.sizes["cell"] == 0:
             continue
-        rows += _pooled_rows(cells, name, label)
+        if lrs.size == 1:
+            rows += _fig4_rows(cells, name, label)
+        rows.append(_spectrum_row(cells, name, label))
         for lr in lrs:
             at_lr = _cells(cells, cells["lr"].values == lr)
             if at_lr.sizes["cell"]:
-                at = f" (lr = {lr:g})" if lrs.size > 1 else ""
-                rows += _trace_rows(at_lr, name, label, at)
+                rows += _trace_rows(at_lr, name, label, f" (lr = {lr:g})" if lrs.size > 1 else "")
         if name == "sgd":
             rows += _divergence_row(cells, label)
     return [row for row in rows if row.points > 0]

@@ -37,14 +37,13 @@ A chain that diverges raises :class:`Diverged`, which the cell turns into a flag
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import scipy.stats
 
 from weightdyn import seeds
+from weightdyn.experiments import Params, Progress
 from weightdyn.two_layer import simulate as sim
 from weightdyn.two_layer import theory as tl
 from weightdyn.two_layer.data import two_layer_data
@@ -59,9 +58,6 @@ from weightdyn.two_layer.linalg import (
     delta_L_W2,
     pad,
 )
-
-Params = Mapping[str, Any]
-Progress = Callable[[str], None]
 
 #: the parameters seeding the dynamics stream: the keys of the old config block, so that every
 #: ``dynamics = sgd`` cell draws the numbers it drew before the registry existed
