@@ -191,8 +191,8 @@ def run_cell(params: Params, progress: Progress) -> xr.Dataset:
     """Theory of the cell, plus the stationary moments of its dynamics unless it is ``none``."""
     data: TeacherStudentData = params["data"]
     if (data.N, data.P) != (params["N"], params["P"]):
-        raise ValueError(f"data set has N={data.N}, P={data.P}; the cell {params['N']}, "
-                         f"{params['P']}")  # fmt: skip
+        cell = (params["N"], params["P"])
+        raise ValueError(f"data set has (N, P) = {(data.N, data.P)}, the cell {cell}")
     lr, S, sampling, dynamics = (params[k] for k in ("lr", "batch_size", "sampling", "dynamics"))
     progress(f"theory: N={data.N}, P={data.P}, lr={lr:g}, S={S}, sampling {sampling}")
     parts = [theory_dataset(data, lr, S, sampling)]
