@@ -1,4 +1,4 @@
-"""Data and theory outputs are shared between checkouts through Snakemake's output cache."""
+"""Shared data sets are shared between checkouts through Snakemake's output cache."""
 
 from __future__ import annotations
 
@@ -14,14 +14,10 @@ from workflow_helpers import ROOT, copy_workflow, job_counts, snakemake
 pytestmark = pytest.mark.slow
 
 
-def test_second_checkout_takes_data_and_theory_from_the_cache(tmp_path: Path) -> None:
+def test_second_checkout_takes_the_data_sets_from_the_cache(tmp_path: Path) -> None:
     cfg = yaml.safe_load((ROOT / "config" / "test.yaml").read_text())
     tiny = {
-        "single_layer": {
-            "n_test": 20,
-            "sweeps": {"fig4c": cfg["single_layer"]["sweeps"]["fig4c"]},
-            "sgd": cfg["single_layer"]["sgd"],
-        },
+        "sweeps": {"fig4c": {**cfg["sweeps"]["fig4c"], "n_test": 20}},
         "figures": cfg["figures"],
     }
     (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(tiny))
@@ -37,17 +33,17 @@ def test_second_checkout_takes_data_and_theory_from_the_cache(tmp_path: Path) ->
         del os.environ["SNAKEMAKE_OUTPUT_CACHE"]
     (first, first_log), (second, second_log) = runs
     counts = job_counts(second_log)
-    shared = counts["single_layer_data"] + counts["single_layer_theory"]
+    shared = counts["data"]
     stored = [line for line in first_log.splitlines() if line.endswith("to cache.")]
     cached = [line for line in second_log.splitlines() if line.endswith("from cache.")]
     print("\n".join(cached))
     assert len(stored) == shared > 0  # the first checkout computes and stores them
     assert len(cached) == shared  # the second one links them from the cache, computing none
     assert not [line for line in second_log.splitlines() if line.endswith("to cache.")]
-    assert all("/data/" in line or "/theory/" in line for line in cached)
+    assert all("/data/" in line for line in cached)
     with (
-        xr.open_dataset(first / "results" / "single_layer.nc") as a,
-        xr.open_dataset(second / "results" / "single_layer.nc") as b,
+        xr.open_dataset(first / "results" / "fig4c.nc") as a,
+        xr.open_dataset(second / "results" / "fig4c.nc") as b,
     ):
         for var in a.data_vars:
             np.testing.assert_array_equal(a[var].values, b[var].values, err_msg=var)

@@ -13,6 +13,7 @@ from weightdyn import io, seeds
 from weightdyn.data import teacher_student
 from weightdyn.single_layer.protocol import SGDProtocol, run_stationary_sgd
 
+
 @pytest.mark.parametrize(
     ("values", "text"),
     [

@@ -22,20 +22,13 @@ import yaml
 from workflow_helpers import ROOT, copy_workflow, snakemake
 
 pytestmark = pytest.mark.slow
-THEORY = Path("results/single_layer/theory")
+THEORY = Path("results/cells/single_layer")
 
 
 def _config() -> dict:
     cfg = yaml.safe_load((ROOT / "config" / "test.yaml").read_text())
-    sweep = {**cfg["single_layer"]["sweeps"]["fig4c"], "data_seed": [0, 1, 2]}
-    return {
-        "single_layer": {
-            "n_test": 20,
-            "sweeps": {"fig4c": sweep},
-            "sgd": cfg["single_layer"]["sgd"],
-        },
-        "figures": cfg["figures"],
-    }
+    sweep = {**cfg["sweeps"]["fig4c"], "data_seed": [0, 1, 2], "n_test": 20}
+    return {"sweeps": {"fig4c": sweep}, "figures": cfg["figures"]}
 
 
 def _snakemake_exe() -> str:

@@ -14,13 +14,17 @@ import json
 import re
 import shutil
 import subprocess
+from html import escape as html_escape
 from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 from matplotlib import image
 from workflow_helpers import snakemake
+
+from weightdyn import experiments
 
 pytestmark = pytest.mark.report
 
@@ -108,10 +112,11 @@ def test_every_figure_is_in_the_report(report_run: Path, results: dict[str, dict
 
 
 def test_captions_state_the_parameters_used(results: dict[str, dict]) -> None:
-    fig4a = results["results/figures/fig4a.png"]["caption"]
-    assert "Eqs. 30-31" in fig4a and "P = 40" in fig4a and "N = 10, 20, 50" in fig4a
+    fig4a = results["results/figures/fig4a/variance_vs_size.png"]["caption"]
+    assert "Eq" in fig4a and "Cells drawn (3)" in fig4a
+    assert all(f"N={n}_P=40_" in fig4a for n in (10, 20, 50))
     fig2a = results["results/figures/fig2a_without.png"]["caption"]
-    assert "without replacement" in fig2a and "2000 mini-batches" in fig2a
+    assert "sampling=without" in fig2a and "n_batches=2000" in fig2a
     for entry in results.values():
         assert "system-message" not in entry["caption"]  # no reStructuredText error
 
@@ -122,11 +127,13 @@ def test_agreement_table(report_run: Path, results: dict[str, dict]) -> None:
     table = base64.b64decode(entry["data_uri"].split(",", 1)[1]).decode()
     assert "<table>" in table and "max |z|" in table and "SE" in table
     rows = (report_run / "results/agreement.csv").read_text().splitlines()
-    figures = {line.split(",")[1].strip('"') for line in rows[1:]}
-    drawn = {p.stem for p in (report_run / "results/figures").rglob("*.png")}
-    assert figures == drawn  # one or more rows per figure, no other
-    for figure in figures:
-        assert figure in table
+    labels = {line.split('","')[1] for line in rows[1:]}
+    config = yaml.safe_load((report_run / "config" / "test.yaml").read_text())
+    sweeps = {block.get("label", name) for name, block in config["sweeps"].items()}
+    assert all(any(label.startswith(s) for s in sweeps) for label in labels)  # named by sweep
+    assert {"fig4a", "question_a", "fig3", "two_layer_tiny fig7a"} <= labels
+    for label in labels:
+        assert html_escape(label) in table
 
 
 def _screenshot(report_run: Path, tmp_path: Path, name: str, script: str) -> np.ndarray:
@@ -169,13 +176,16 @@ def _busy_fraction(pixels: np.ndarray) -> float:
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium not installed")
 def test_report_renders_in_chromium(report_run: Path, tmp_path: Path) -> None:
     show = (
-        'const cat = "Paper 000, Sec. II: single-layer network";'
-        'const sub = "Fig. 4: stationary weight covariance";'
+        f'const cat = "{experiments.get("single_layer").title}";'
+        'const sub = "fig4a";'
         "app.setView({navbarMode: 'subcategory', category: cat, subcategory: sub,"
         "content: 'img', contentPath: results[PATH].data_uri, resultPath: PATH});"
     )
     figure = _screenshot(
-        report_run, tmp_path, "fig4a", show.replace("PATH", '"results/figures/fig4a.png"')
+        report_run,
+        tmp_path,
+        "fig4a",
+        show.replace("PATH", '"results/figures/fig4a/variance_vs_size.png"'),
     )
     table = _screenshot(
         report_run,

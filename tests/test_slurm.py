@@ -63,37 +63,28 @@ def test_test_sweep_on_slurm_matches_the_local_run(
     assert len(submitted) == expected > 0
     assert not {rule for _, rule in submitted} & local
     assert all(jobs[jid]["state"] == "COMPLETED" for jid, _ in submitted)
-    for name in ("single_layer.nc", "two_layer.nc", "noise_spectrum.nc", "mean_field.nc"):
-        a = xr.open_datatree(wf / "results" / name)
-        b = xr.open_datatree(test_sweep / "results" / name)
-        assert sorted(a.groups) == sorted(b.groups), name
-        for group in a.groups:
-            ga, gb = a[group].to_dataset(), b[group].to_dataset()
-            assert set(ga.data_vars) == set(gb.data_vars), f"{name}{group}"
-            for var in ga.data_vars:
-                if var in TIMING:
-                    continue
-                np.testing.assert_array_equal(
-                    ga[var].values, gb[var].values, err_msg=f"{name}{group}:{var}"
-                )
-        a.close()
-        b.close()
+    merged = sorted(p.name for p in (test_sweep / "results").glob("*.nc"))
+    assert merged == sorted(p.name for p in (wf / "results").glob("*.nc"))
+    for name in merged:
+        with (
+            xr.open_dataset(wf / "results" / name) as a,
+            xr.open_dataset(test_sweep / "results" / name) as b,
+        ):
+            assert set(a.data_vars) == set(b.data_vars), name
+            for var in a.data_vars:
+                if var not in TIMING:
+                    np.testing.assert_array_equal(
+                        a[var].values, b[var].values, err_msg=f"{name}:{var}"
+                    )
 
 
 def test_a_failing_cell_is_reported_failed_in_bounded_time(
     cluster: LocalSlurm, tmp_path: Path
 ) -> None:
     wf = copy_workflow(tmp_path / "wf")
-    (wf / "scripts" / "single_layer_data.py").write_text('raise RuntimeError("injected failure")\n')
+    (wf / "scripts" / "data.py").write_text('raise RuntimeError("injected failure")\n')
     cfg = yaml.safe_load((ROOT / "config" / "test.yaml").read_text())
-    tiny = {
-        "single_layer": {
-            "n_test": 20,
-            "sweeps": {"fig4a": {**cfg["single_layer"]["sweeps"]["fig4a"], "N": [10]}},
-            "sgd": cfg["single_layer"]["sgd"],
-        },
-        "figures": cfg["figures"],
-    }
+    tiny = {"sweeps": {"fig4a": {**cfg["sweeps"]["fig4a"], "N": [10]}}, "figures": cfg["figures"]}
     (wf / "config" / "tiny.yaml").write_text(yaml.safe_dump(tiny))
     start = time.monotonic()
     proc = snakemake(wf, *SLURM, "--configfile", "config/tiny.yaml", check=False, timeout=600)
@@ -101,6 +92,6 @@ def test_a_failing_cell_is_reported_failed_in_bounded_time(
     out = proc.stdout + proc.stderr
     print(f"failing cell reported after {wall:.0f} s (retries included)")
     assert proc.returncode != 0
-    assert "Error in rule single_layer_data" in out
+    assert "Error in rule data" in out
     failed = [job for job in cluster.jobs() if job["state"] == "FAILED"]
     assert len(failed) >= 1

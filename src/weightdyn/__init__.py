@@ -2,6 +2,6 @@
 
 __version__ = "0.1.0"
 
-from weightdyn.io import open_sweep  # noqa: E402
+from weightdyn.io import open_sweep
 
 __all__ = ["__version__", "open_sweep"]
