@@ -112,8 +112,8 @@ def main() -> None:
                 )
             else:
                 print(
-                    f"{n:>6} {'outer':>6} not run: the product grid would hold "
-                    f"{outer_size_gb(params):.1f} GB"
+                    f"{n:>6} {'outer':>6} not run (beyond --outer-max): its grid alone holds "
+                    f"{outer_size_gb(params):.1f} GB; the merge's peak is far above that"
                 )
     n, s, peak = (np.array(col, dtype=float) for col in zip(*sparse, strict=True))
     if n.size > 1:

@@ -2,7 +2,6 @@
 
 * :func:`dynamics_spectra` and :func:`dynamics_vs_lr` take a merged sweep of the ``single_layer``
   experiment (cells along ``cell``, coordinates ``dynamics``, ``lr``, ...);
-* :func:`fig_gbm` takes one or several :func:`weightdyn.single_layer.multiplicative.gbm_dataset`.
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ from matplotlib.ticker import NullLocator
 
 from weightdyn.plots.common import require_one_value, require_variables, styled
 
-__all__ = ["dynamics_spectra", "dynamics_vs_lr", "fig_gbm"]
+__all__ = ["dynamics_spectra", "dynamics_vs_lr"]
 
 #: legend name, colour and marker of each simulated dynamics of the single-layer experiment
 DYNAMICS = {
@@ -194,78 +193,4 @@ def dynamics_vs_lr(ds: xr.Dataset) -> plt.Figure:
     keys = ("N", "P", "batch_size", "sigma_eps2")
     ax.set_title(_cell_title(ds, keys) + "; bars: $\\pm 1$ s.e.", fontsize=9)
     ax.legend(frameon=False, fontsize=7)
-    return fig
-
-
-@styled
-def fig_gbm(datasets: xr.Dataset | Sequence[xr.Dataset]) -> plt.Figure:
-    """Mean and variance of wbar = w - u vs SDE time t: SGD ensemble, GBM (Eq. 24), exact SGD.
-
-    Expects one Dataset or a sequence (one colour each), each as built by
-    ``multiplicative.gbm_dataset``: dim ``t`` (SDE time ``lr * step``), variables ``mean_wbar``,
-    ``mean_wbar_se``, ``var_wbar``, ``var_wbar_se`` (SGD ensemble, drawn with +-2 s.e. bars),
-    ``mean_gbm``, ``var_gbm`` (GBM with the sample's moments, solid), ``mean_discrete``,
-    ``var_discrete`` (exact recursion, dashed), optionally ``var_gbm_gaussian`` (paper's
-    ``<x^4> = 3<x^2>^2``, dotted); attributes ``lr`` and ``batch_size`` label the curves.
-    Left panel: mean (linear); right panel: variance (log).
-    """
-    if isinstance(datasets, xr.Dataset):
-        datasets = [datasets]
-    need = ("mean_wbar", "mean_wbar_se", "var_wbar", "var_wbar_se", "mean_gbm", "var_gbm")
-    need += ("mean_discrete", "var_discrete")
-    for ds in datasets:
-        _require(ds, need, "fig_gbm")
-    fig, (left, right) = plt.subplots(1, 2, figsize=(7.2, 3.3), layout="constrained")
-    for k, ds in enumerate(datasets):
-        color = f"C{k}"
-        t = ds["t"].values
-        a = ds.attrs
-        label = f"$\\lambda = {a.get('lr', np.nan):g}$, $S = {a.get('batch_size', '?')}$"
-        # the variance is 0 at t = 0 and is drawn on a log axis: keep t > 0 there
-        positive = t > 0
-        for ax, key, keep in ((left, "mean", slice(None)), (right, "var", positive)):
-            ax.errorbar(
-                t[keep],
-                ds[f"{key}_wbar"].values[keep],
-                yerr=2 * ds[f"{key}_wbar_se"].values[keep],
-                fmt="o",
-                ms=3.0,
-                mfc="none",
-                elinewidth=0.8,
-                capsize=1.5,
-                color=color,
-                label=f"SGD, {label}",
-            )
-            ax.plot(t[keep], ds[f"{key}_gbm"].values[keep], "-", color=color, lw=1.1)
-            ax.plot(t[keep], ds[f"{key}_discrete"].values[keep], "--", color="k", lw=0.8)
-        if "var_gbm_gaussian" in ds:
-            right.plot(t[positive], ds["var_gbm_gaussian"].values[positive], ":", color=color)
-    left.set_ylabel(r"$\langle\bar w(t)\rangle$")
-    right.set_ylabel(r"$\mathrm{Var}\,\bar w(t)$")
-    right.set_yscale("log")
-    for ax in (left, right):
-        ax.set_xlabel(r"SDE time $t = \lambda\tau$")
-    styles = [
-        plt.Line2D([], [], color="0.3", lw=1.1, label=r"GBM, Eq. 24 (sample $\langle x^4\rangle$)"),
-        plt.Line2D(
-            [],
-            [],
-            color="0.3",
-            ls=":",
-            lw=1.1,
-            label=r"GBM, $\langle x^4\rangle = 3$"
-            r"$\langle x^2\rangle^2$",
-        ),
-        plt.Line2D([], [], color="k", ls="--", lw=0.8, label="exact SGD recursion"),
-    ]
-    left.legend(frameon=False, loc="upper right", title="bars: $\\pm 2$ s.e.", title_fontsize=7.5)
-    right.legend(handles=styles, frameon=False, loc="best")
-    P = {ds.attrs.get("P") for ds in datasets}
-    w0 = {ds.attrs.get("wbar0") for ds in datasets}
-    if len(P) == 1 and len(w0) == 1:
-        fig.suptitle(
-            f"$N = 1$, $\\sigma_\\epsilon = 0$, $P = {P.pop()}$ samples "
-            f"$x_\\mu \\sim \\mathcal{{N}}(0, 1)$, $\\bar w(0) = {w0.pop():g}$",
-            fontsize=9,
-        )
     return fig
