@@ -380,7 +380,8 @@ FIGURES = {
     ),
     "discrete_divergence": Figure(
         discrete.fig_divergence_lr,
-        "**Beyond paper 000 (issue 7).** Observed divergence bracket of SGD against the "
+        "**Beyond paper 000 (issue 7).** Observed divergence bracket of SGD (Eqs. 10-11) "
+        "against the "
         "learning rate at which the exact second-moment map loses stability; crosses: the "
         "full-batch bound 2/ω_max.",
     ),
