@@ -8,8 +8,7 @@ from weightdyn import agreement, experiments
 from weightdyn.joblog import job_logger
 
 log = job_logger("agreement_table", snakemake.log[0])
-for module in snakemake.config.get("experiment_modules", []):
-    experiments.register_module(module)
+experiments.register_modules(snakemake.config.get("experiment_modules", []))
 rows = []
 for path, (experiment, label) in zip(
     snakemake.input, snakemake.params.sweeps.values(), strict=True

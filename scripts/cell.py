@@ -7,8 +7,7 @@ from weightdyn import experiments, io
 from weightdyn.joblog import job_logger
 
 log = job_logger("cell", snakemake.log[0])
-for module in snakemake.config.get("experiment_modules", []):
-    experiments.register_module(module)
+experiments.register_modules(snakemake.config.get("experiment_modules", []))
 name = snakemake.wildcards.experiment
 exp = experiments.get(name)
 params = dict(snakemake.params.params)

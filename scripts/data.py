@@ -4,8 +4,7 @@ from weightdyn import experiments, io
 from weightdyn.joblog import job_logger
 
 log = job_logger("data", snakemake.log[0])
-for module in snakemake.config.get("experiment_modules", []):
-    experiments.register_module(module)
+experiments.register_modules(snakemake.config.get("experiment_modules", []))
 spec = experiments.get(snakemake.params.experiment).data
 params = snakemake.params.params
 ds = spec.make(params)

@@ -3,18 +3,14 @@
 import numpy as np
 import xarray as xr
 
-from weightdyn import experiments
+from weightdyn import experiments, io
 from weightdyn.joblog import job_logger
 from weightdyn.plots.common import save
 
 log = job_logger("figure", snakemake.log[0])
-for module in snakemake.config.get("experiment_modules", []):
-    experiments.register_module(module)
+experiments.register_modules(snakemake.config.get("experiment_modules", []))
 figure = experiments.get(snakemake.params.experiment).figures[snakemake.params.figure]
-parts = []
-for path in snakemake.input:
-    with xr.open_dataset(path) as ds:
-        parts.append(ds.load())
+parts = io.load_all(snakemake.input)
 if figure.source == "cells":
     ds = xr.concat(parts, dim="cell", data_vars="all", join="outer") if len(parts) > 1 else parts[0]
     keep = np.isin(ds["cell_id"].values, snakemake.params.cells)

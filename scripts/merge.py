@@ -1,18 +1,12 @@
 """Rule merge: the cells of one sweep along one `cell` dimension (weightdyn.io.stack_cells)."""
 
-import xarray as xr
-
 from weightdyn import experiments, io
 from weightdyn.joblog import job_logger
 
 log = job_logger("merge", snakemake.log[0])
-for module in snakemake.config.get("experiment_modules", []):
-    experiments.register_module(module)
+experiments.register_modules(snakemake.config.get("experiment_modules", []))
 exp = experiments.get(snakemake.params.experiment)
-datasets = []
-for path in snakemake.input:
-    with xr.open_dataset(path) as ds:
-        datasets.append(ds.load())
+datasets = io.load_all(snakemake.input)
 cells = snakemake.params.cells
 axes = [p for p in exp.axes if any(c.get(p.name) is not None for c in cells)]
 coords = {p.name: ([c.get(p.name) for c in cells], p.attrs()) for p in axes}

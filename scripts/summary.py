@@ -1,18 +1,12 @@
 """Rule summary: an experiment's fits over the cells of one sweep (Experiment.summarize)."""
 
-import xarray as xr
-
 from weightdyn import experiments, io
 from weightdyn.joblog import job_logger
 
 log = job_logger("summary", snakemake.log[0])
-for module in snakemake.config.get("experiment_modules", []):
-    experiments.register_module(module)
+experiments.register_modules(snakemake.config.get("experiment_modules", []))
 exp = experiments.get(snakemake.params.experiment)
-datasets = []
-for path in snakemake.input:
-    with xr.open_dataset(path) as ds:
-        datasets.append(ds.load())
+datasets = io.load_all(snakemake.input)
 summary = exp.summarize(datasets, snakemake.params.cells, snakemake.params.settings)
 summary.attrs.update(io.provenance({"experiment": exp.name, "sweep": snakemake.wildcards.sweep}))
 io.write_atomic(summary, snakemake.output[0])

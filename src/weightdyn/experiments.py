@@ -242,6 +242,12 @@ def register_module(module: str) -> list[str]:
     return list(found)
 
 
+def register_modules(modules: Sequence[str]) -> None:
+    """:func:`register_module` for every module a config's ``experiment_modules`` names."""
+    for module in modules:
+        register_module(module)
+
+
 def get(name: str) -> Experiment:
     """The registered experiment ``name`` (ConfigError listing the registered names otherwise)."""
     if name not in REGISTRY:

@@ -238,3 +238,12 @@ def sweep_attrs(
     }
     out.update({f"setting_{key}": str(value) for key, value in settings.items()})
     return out
+
+
+def load_all(paths: Iterable[str | os.PathLike]) -> list[xr.Dataset]:
+    """The netCDF files at ``paths``, each loaded into memory and closed."""
+    out = []
+    for path in paths:
+        with xr.open_dataset(path) as ds:
+            out.append(ds.load())
+    return out

@@ -247,8 +247,7 @@ def check_config(config: Mapping[str, Any]) -> dict[str, Any]:
     unknown = sorted(set(config) - set(TOP_KEYS))
     if unknown:
         raise ConfigError(f"{unknown}: unknown top-level keys; allowed: {list(TOP_KEYS)}")
-    for module in _as_list(config.get("experiment_modules", [])):
-        experiments.register_module(str(module))
+    experiments.register_modules([str(m) for m in _as_list(config.get("experiment_modules", []))])
     style = dict(config.get("figures") or {})
     unknown = sorted(set(style) - set(FIGURE_KEYS))
     if unknown:
