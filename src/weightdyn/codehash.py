@@ -31,21 +31,23 @@ def _module_file(module: str, root: Path) -> Path | None:
     return None
 
 
-def _imports(path: Path, root: Path) -> set[Path]:
-    """Package files that ``path`` imports (``from weightdyn.x import y`` also yields ``x.y``)."""
-    found: set[Path] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        names: list[str] = []
+@functools.cache
+def _imported_names(source: str) -> tuple[str, ...]:
+    """``weightdyn`` module names a source text imports (``from weightdyn.x import y`` also
+    yields ``weightdyn.x.y``). Cached by content: a workflow hashes the same files for every job."""
+    names: list[str] = []
+    for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
+            names += [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
-        for name in names:
-            if name == "weightdyn" or name.startswith("weightdyn."):
-                file = _module_file(name, root)
-                if file is not None:
-                    found.add(file)
-    return found
+            names += [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+    return tuple(n for n in names if n == "weightdyn" or n.startswith("weightdyn."))
+
+
+def _imports(path: Path, root: Path) -> set[Path]:
+    """Package files that ``path`` imports."""
+    files = (_module_file(name, root) for name in _imported_names(path.read_text()))
+    return {file for file in files if file is not None}
 
 
 @functools.cache

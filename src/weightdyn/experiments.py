@@ -132,6 +132,30 @@ class Figure:
     source: str = "cells"
 
 
+class LazyPlots:
+    """Figure functions of a plotting module, imported on first call, not at declaration.
+
+    ``LazyPlots("weightdyn.plots.fig4").variance_vs_size`` is a callable standing for that
+    function: an experiment module declares its figures with it, so that running a cell never
+    imports matplotlib (about half a second per job).
+    """
+
+    def __init__(self, module: str) -> None:
+        self._module = module
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        module = self._module
+
+        def plot(*args: Any, **kwargs: Any) -> Any:
+            return getattr(importlib.import_module(module), name)(*args, **kwargs)
+
+        plot.__name__ = plot.__qualname__ = name
+        plot.__module__ = module
+        return plot
+
+
 @dataclass(frozen=True)
 class Experiment:
     """One experiment kind: its parameters, how one cell runs, how cells combine, what it draws.

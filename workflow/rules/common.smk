@@ -1,6 +1,7 @@
 # The config expanded through the experiment registry (weightdyn.experiments, weightdyn.sweep):
 # named sweeps -> cells, shared data sets, figure views. A bad config stops here, before any job,
 # with a message naming the key (sweeps.<name>.<axis>) and what is allowed.
+import functools
 import re
 
 from weightdyn import experiments, sweep
@@ -82,14 +83,24 @@ def view_cells(w):
     return [c.id for c in sweep.view_cells(VIEWS[w.view], SWEEPS)]
 
 
+@functools.cache
 def experiment_code(name):
-    """Hash of the code a cell of experiment ``name`` runs (its module's import closure)."""
+    """Hash of the code a cell of experiment ``name`` runs (its module's import closure).
+
+    Cached: the code does not change while the workflow runs, and hashing the closure for each
+    of hundreds of jobs cost seconds per job of DAG building."""
     return module_hash(experiments.REGISTRY[name])
+
+
+@functools.cache
+def plots_code():
+    """Hash of the plotting code (weightdyn.plots and what it imports)."""
+    return code_hash("plots")
 
 
 def figure_code(w):
     """Figures rerun when plotting code or their experiment's code changes, never otherwise."""
-    return code_hash("plots") + experiment_code(VIEWS[w.view].experiment)
+    return plots_code() + experiment_code(VIEWS[w.view].experiment)
 
 
 def figure_report(files, caption, category, subcategory):

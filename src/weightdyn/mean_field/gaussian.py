@@ -47,12 +47,13 @@ from scipy.optimize import brentq, root
 
 from weightdyn import stats
 from weightdyn.agreement import Agreement
-from weightdyn.experiments import REQUIRED, ConfigError, Experiment, Figure, Param
+from weightdyn.experiments import REQUIRED, ConfigError, Experiment, Figure, LazyPlots, Param
 from weightdyn.io import attrs
 from weightdyn.mean_field import params as mfp
 from weightdyn.mean_field.model import Measure, TanhUnit, Unit
 from weightdyn.mean_field.particles import State, integrate
-from weightdyn.plots import mean_field_gaussian as plots
+
+plots = LazyPlots("weightdyn.plots.mean_field_gaussian")
 
 Params = Mapping[str, Any]
 Log = Callable[[str], None]

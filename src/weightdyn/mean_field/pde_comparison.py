@@ -30,12 +30,13 @@ import xarray as xr
 
 from weightdyn import seeds, stats
 from weightdyn.agreement import Agreement
-from weightdyn.experiments import ConfigError, Experiment, Figure, Param
+from weightdyn.experiments import ConfigError, Experiment, Figure, LazyPlots, Param
 from weightdyn.io import attrs
 from weightdyn.mean_field import model, transport
 from weightdyn.mean_field import params as mfp
 from weightdyn.mean_field import particles as pt
-from weightdyn.plots import mean_field_pde as plots
+
+plots = LazyPlots("weightdyn.plots.mean_field_pde")
 
 PARTS = ("grid", "particles", "reference")
 PROBE_WIDTH = 3.0  # probes start on a square grid over mean +- 3 std

@@ -34,13 +34,14 @@ import numpy as np
 import xarray as xr
 
 from weightdyn.agreement import Agreement
-from weightdyn.experiments import REQUIRED, ConfigError, Experiment, Figure, Param
+from weightdyn.experiments import REQUIRED, ConfigError, Experiment, Figure, LazyPlots, Param
 from weightdyn.io import attrs, format_number
 from weightdyn.mean_field import params as mfp
 from weightdyn.mean_field.model import Measure, Unit, make_target
 from weightdyn.mean_field.particles import State, integrate, prediction, uniform_weights
-from weightdyn.plots import mean_field_small_output as plots
 from weightdyn.seeds import generator
+
+plots = LazyPlots("weightdyn.plots.mean_field_small_output")
 
 Params = Mapping[str, Any]
 

@@ -31,12 +31,13 @@ import xarray as xr
 
 from weightdyn import seeds, stats
 from weightdyn.agreement import Agreement
-from weightdyn.experiments import REQUIRED, ConfigError, Experiment, Figure, Param
+from weightdyn.experiments import REQUIRED, ConfigError, Experiment, Figure, LazyPlots, Param
 from weightdyn.io import attrs
 from weightdyn.mean_field import params as mfp
 from weightdyn.mean_field import particles
 from weightdyn.mean_field.model import Measure, TanhUnit
-from weightdyn.plots import mean_field_width as plots
+
+plots = LazyPlots("weightdyn.plots.mean_field_width")
 
 Params = Mapping[str, Any]
 Log = Callable[[str], None]

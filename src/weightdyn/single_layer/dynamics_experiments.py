@@ -24,13 +24,23 @@ import xarray as xr
 
 from weightdyn import data, seeds
 from weightdyn.agreement import Agreement, agreement
-from weightdyn.experiments import REQUIRED, ConfigError, Experiment, Figure, Param, Params, Progress
-from weightdyn.plots import gbm as gbm_plots
-from weightdyn.plots import perturbation as perturbation_plots
-from weightdyn.plots import relaxation as relaxation_plots
+from weightdyn.experiments import (
+    REQUIRED,
+    ConfigError,
+    Experiment,
+    Figure,
+    LazyPlots,
+    Param,
+    Params,
+    Progress,
+)
 from weightdyn.single_layer import multiplicative, perturbation, relaxation, teacher_student, theory
 from weightdyn.single_layer.protocol import INITS, SGDProtocol, run_stationary_sgd
 from weightdyn.single_layer.teacher_student import N_TEST, TEACHER_STUDENT
+
+gbm_plots = LazyPlots("weightdyn.plots.gbm")
+perturbation_plots = LazyPlots("weightdyn.plots.perturbation")
+relaxation_plots = LazyPlots("weightdyn.plots.relaxation")
 
 P000 = "paper 000"
 _SGD = SGDProtocol()  # the protocol defaults
@@ -664,5 +674,6 @@ GBM = Experiment(
     default_figures=("fig_gbm",),
     resources=_resources,
 )
+
 
 EXPERIMENTS: Mapping[str, Experiment] = {e.name: e for e in (RELAXATION, PERTURBATION, TABLE1, GBM)}

@@ -29,10 +29,20 @@ import xarray as xr
 
 from weightdyn import io, seeds
 from weightdyn.agreement import Agreement, agreement
-from weightdyn.experiments import REQUIRED, ConfigError, Experiment, Figure, Param, Params, Progress
-from weightdyn.plots import noise as plots
+from weightdyn.experiments import (
+    REQUIRED,
+    ConfigError,
+    Experiment,
+    Figure,
+    LazyPlots,
+    Param,
+    Params,
+    Progress,
+)
 from weightdyn.single_layer import noise
 from weightdyn.single_layer.teacher_student import DATA_KEYS, N_TEST, TEACHER_STUDENT
+
+plots = LazyPlots("weightdyn.plots.noise")
 
 SOURCE = "paper 000 Sec. II.2.2"
 
@@ -391,6 +401,7 @@ HESSIAN_BASIS = Experiment(
     resources=_resources(2000, 10),
     data=TEACHER_STUDENT,
 )
+
 
 EXPERIMENTS: dict[str, Experiment] = {
     exp.name: exp for exp in (NOISE_SPECTRUM, PROJECTOR, K_DIAGONAL, HESSIAN_BASIS)

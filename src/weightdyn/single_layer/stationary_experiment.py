@@ -35,9 +35,17 @@ import xarray as xr
 from weightdyn import resources, seeds, stats
 from weightdyn.agreement import Agreement, agreement
 from weightdyn.data import TeacherStudentData
-from weightdyn.experiments import REQUIRED, ConfigError, Experiment, Figure, Param, Params, Progress
+from weightdyn.experiments import (
+    REQUIRED,
+    ConfigError,
+    Experiment,
+    Figure,
+    LazyPlots,
+    Param,
+    Params,
+    Progress,
+)
 from weightdyn.io import attrs
-from weightdyn.plots import discrete, fig4, sgf
 from weightdyn.single_layer import theory
 from weightdyn.single_layer.datasets import euler_dataset, sgd_dataset, theory_dataset
 from weightdyn.single_layer.protocol import (
@@ -48,6 +56,10 @@ from weightdyn.single_layer.protocol import (
 )
 from weightdyn.single_layer.simulate import SAMPLING_MODES, SGDResult
 from weightdyn.single_layer.teacher_student import N_TEST, TEACHER_STUDENT
+
+discrete = LazyPlots("weightdyn.plots.discrete")
+fig4 = LazyPlots("weightdyn.plots.fig4")
+sgf = LazyPlots("weightdyn.plots.sgf")
 
 DYNAMICS = ("sgd", "sgf_additive", "sgf_multiplicative", "none")
 SIMULATED = DYNAMICS[:3]

@@ -26,14 +26,24 @@ import xarray as xr
 
 from weightdyn import resources as requests
 from weightdyn.agreement import Agreement, agreement
-from weightdyn.experiments import REQUIRED, ConfigError, Experiment, Figure, Param, Params, Progress
+from weightdyn.experiments import (
+    REQUIRED,
+    ConfigError,
+    Experiment,
+    Figure,
+    LazyPlots,
+    Param,
+    Params,
+    Progress,
+)
 from weightdyn.io import attrs
-from weightdyn.plots import two_layer as plots
 from weightdyn.two_layer import protocol
 from weightdyn.two_layer.cell_dataset import cell_dataset, diverged_dataset
 from weightdyn.two_layer.data import TARGET_KINDS
 from weightdyn.two_layer.merged import cell_label, cell_list, dynamics_groups, is_diverged, value
 from weightdyn.two_layer.simulate import SAMPLING_MODES
+
+plots = LazyPlots("weightdyn.plots.two_layer")
 
 DYNAMICS = ("sgd", "sgf")
 INITS = ("gaussian", "zero_balanced")
@@ -78,6 +88,7 @@ PARAMS = (
     Param("local_point", str, "window", "local point: time average of the sampling window or "
           "of the last average_tau of the pre-run", allowed=("window", "prerun")),
 )
+
 # fmt: on
 
 

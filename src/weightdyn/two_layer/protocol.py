@@ -40,7 +40,6 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-import scipy.stats
 
 from weightdyn import seeds
 from weightdyn.experiments import Params, Progress
@@ -446,6 +445,8 @@ def _z_basis_covariance(s: Setup, W1r, W2r, c1, M12, M22, m1, m2) -> np.ndarray:
 def ivfr_statistics(var: np.ndarray, kappa: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per replica: Spearman rho of curvature vs variance and the log-log slope (IVFR, Eq. 73;
     NaN with fewer than 3 modes)."""
+    import scipy.stats  # here, not at the top: it costs a cell job half a second to import
+
     R = var.shape[0]
     rho = np.full(R, np.nan)
     slope = np.full(R, np.nan)
