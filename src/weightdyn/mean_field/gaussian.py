@@ -37,6 +37,7 @@ deterministic quadrature nodes).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -47,7 +48,7 @@ from scipy.optimize import brentq, root
 
 from weightdyn import stats
 from weightdyn.agreement import Agreement
-from weightdyn.experiments import REQUIRED, ConfigError, Experiment, Figure, LazyPlots, Param
+from weightdyn.experiments import REQUIRED, ConfigError, Figure, LazyPlots, Param
 from weightdyn.io import attrs
 from weightdyn.mean_field import params as mfp
 from weightdyn.mean_field.model import Measure, TanhUnit, Unit
@@ -480,18 +481,9 @@ FIGURES = {
     ),
 }
 
-EXPERIMENT = Experiment(
-    name="mf_gaussian",
-    family="mean_field",
-    title="E4: the Gaussian ansatz against the particle dynamics",
-    source="paper 002 Eqs. 27-30",
-    params=PARAMS,
-    run_cell=run_cell,
-    derive=derive,
-    extra_cells=extra_cells,
-    summarize=summarize,
-    agreement=agreement,
-    figures=FIGURES,
-    default_figures=tuple(FIGURES),
-    resources=mfp.resources,
+EXPERIMENT = mfp.experiment(
+    "mf_gaussian",
+    "E4: the Gaussian ansatz against the particle dynamics",
+    "paper 002 Eqs. 27-30",
+    sys.modules[__name__],
 )

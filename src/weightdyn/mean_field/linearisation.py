@@ -28,6 +28,7 @@ sizes gives one cell per delta and one per grid size.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from math import erf
@@ -38,7 +39,7 @@ import xarray as xr
 
 from weightdyn import seeds, stats
 from weightdyn.agreement import Agreement
-from weightdyn.experiments import REQUIRED, ConfigError, Experiment, Figure, LazyPlots, Param
+from weightdyn.experiments import REQUIRED, ConfigError, Figure, LazyPlots, Param
 from weightdyn.io import attrs
 from weightdyn.mean_field import params as mfp
 from weightdyn.mean_field import particles
@@ -591,18 +592,9 @@ FIGURES = {
     ),
 }
 
-EXPERIMENT = Experiment(
-    name="mf_linearisation",
-    family="mean_field",
-    title="E5: linearisation of the transport equation at a zero-loss state",
-    source="paper 002 Eqs. 14-18",
-    params=PARAMS,
-    run_cell=run_cell,
-    derive=derive,
-    extra_cells=extra_cells,
-    summarize=summarize,
-    agreement=agreement,
-    figures=FIGURES,
-    default_figures=tuple(FIGURES),
-    resources=mfp.resources,
+EXPERIMENT = mfp.experiment(
+    "mf_linearisation",
+    "E5: linearisation of the transport equation at a zero-loss state",
+    "paper 002 Eqs. 14-18",
+    sys.modules[__name__],
 )

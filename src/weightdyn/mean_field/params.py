@@ -17,13 +17,14 @@ the companion cells its summary needs (reference solutions, checks) are added by
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 import xarray as xr
 
 from weightdyn.agreement import Agreement, agreement
-from weightdyn.experiments import REQUIRED, ConfigError, Param
+from weightdyn.experiments import REQUIRED, ConfigError, Experiment, Param
 from weightdyn.mean_field import model
 
 MEASURE_KINDS = ("gauss_legendre", "grid")
@@ -204,3 +205,24 @@ def exponent(label: str, compared: str, equations: str, ds: xr.Dataset, name: st
 def row(label: str, compared: str, equations: str, sim, theory, sim_se=None) -> Agreement:
     """One paper-002 agreement row (see :func:`weightdyn.agreement.agreement`)."""
     return agreement(label, compared, equations, sim, theory, sim_se, paper=PAPER)
+
+
+def experiment(name: str, title: str, source: str, module: ModuleType) -> Experiment:
+    """The registry entry of a mean-field experiment module: its ``PARAMS``, ``run_cell``,
+    ``derive``, ``extra_cells`` (if any), ``summarize``, ``agreement`` and ``FIGURES`` (all
+    drawn by default), with the shared :func:`resources`."""
+    return Experiment(
+        name=name,
+        family="mean_field",
+        title=title,
+        source=source,
+        params=module.PARAMS,
+        run_cell=module.run_cell,
+        derive=module.derive,
+        extra_cells=getattr(module, "extra_cells", None),
+        summarize=module.summarize,
+        agreement=module.agreement,
+        figures=module.FIGURES,
+        default_figures=tuple(module.FIGURES),
+        resources=resources,
+    )

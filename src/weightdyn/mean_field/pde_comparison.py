@@ -21,6 +21,7 @@ characteristic the grid cannot resolve it; the comparison numbers are then NaN a
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -30,7 +31,7 @@ import xarray as xr
 
 from weightdyn import seeds, stats
 from weightdyn.agreement import Agreement
-from weightdyn.experiments import ConfigError, Experiment, Figure, LazyPlots, Param
+from weightdyn.experiments import ConfigError, Figure, LazyPlots, Param
 from weightdyn.io import attrs
 from weightdyn.mean_field import model, transport
 from weightdyn.mean_field import params as mfp
@@ -531,18 +532,9 @@ FIGURES = {
     ),
 }
 
-EXPERIMENT = Experiment(
-    name="mf_pde",
-    family="mean_field",
-    title="E2: the transport equation on a grid vs characteristics and particles",
-    source="paper 002 Eqs. 3, 6, 9-12",
-    params=PARAMS,
-    run_cell=run_cell,
-    derive=derive,
-    extra_cells=extra_cells,
-    summarize=summarize,
-    agreement=agreement,
-    figures=FIGURES,
-    default_figures=tuple(FIGURES),
-    resources=mfp.resources,
+EXPERIMENT = mfp.experiment(
+    "mf_pde",
+    "E2: the transport equation on a grid vs characteristics and particles",
+    "paper 002 Eqs. 3, 6, 9-12",
+    sys.modules[__name__],
 )

@@ -26,6 +26,7 @@ the fitted slope is a per-seed slope averaged over seeds with its standard error
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -34,7 +35,7 @@ import numpy as np
 import xarray as xr
 
 from weightdyn.agreement import Agreement
-from weightdyn.experiments import REQUIRED, ConfigError, Experiment, Figure, LazyPlots, Param
+from weightdyn.experiments import REQUIRED, ConfigError, Figure, LazyPlots, Param
 from weightdyn.io import attrs, format_number
 from weightdyn.mean_field import params as mfp
 from weightdyn.mean_field.model import Measure, Unit, make_target
@@ -422,17 +423,9 @@ FIGURES = {
     ),
 }
 
-EXPERIMENT = Experiment(
-    name="mf_small_output",
-    family="mean_field",
-    title="E3: the small-output-weight regime of linear-output models",
-    source="paper 002 Eqs. 19-26",
-    params=PARAMS,
-    run_cell=run_cell,
-    derive=derive,
-    summarize=summarize,
-    agreement=agreement,
-    figures=FIGURES,
-    default_figures=tuple(FIGURES),
-    resources=mfp.resources,
+EXPERIMENT = mfp.experiment(
+    "mf_small_output",
+    "E3: the small-output-weight regime of linear-output models",
+    "paper 002 Eqs. 19-26",
+    sys.modules[__name__],
 )

@@ -21,6 +21,7 @@ monotonicity of Eq. (13) along every trajectory.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -31,7 +32,7 @@ import xarray as xr
 
 from weightdyn import seeds, stats
 from weightdyn.agreement import Agreement
-from weightdyn.experiments import REQUIRED, ConfigError, Experiment, Figure, LazyPlots, Param
+from weightdyn.experiments import REQUIRED, ConfigError, Figure, LazyPlots, Param
 from weightdyn.io import attrs
 from weightdyn.mean_field import params as mfp
 from weightdyn.mean_field import particles
@@ -598,18 +599,9 @@ FIGURES = {
     ),
 }
 
-EXPERIMENT = Experiment(
-    name="mf_width",
-    family="mean_field",
-    title="E1: finite-width networks against the infinite-width limit",
-    source="paper 002 Eqs. 1-3, 6, 11-13",
-    params=PARAMS,
-    run_cell=run_cell,
-    derive=derive,
-    extra_cells=extra_cells,
-    summarize=summarize,
-    agreement=agreement,
-    figures=FIGURES,
-    default_figures=tuple(FIGURES),
-    resources=mfp.resources,
+EXPERIMENT = mfp.experiment(
+    "mf_width",
+    "E1: finite-width networks against the infinite-width limit",
+    "paper 002 Eqs. 1-3, 6, 11-13",
+    sys.modules[__name__],
 )

@@ -35,7 +35,8 @@ from weightdyn.experiments import (
     Progress,
 )
 from weightdyn.single_layer import multiplicative, perturbation, relaxation, teacher_student, theory
-from weightdyn.single_layer.protocol import INITS, SGDProtocol, run_stationary_sgd
+from weightdyn.single_layer import params as sp
+from weightdyn.single_layer.protocol import run_stationary_sgd
 from weightdyn.single_layer.teacher_student import N_TEST, TEACHER_STUDENT
 
 gbm_plots = LazyPlots("weightdyn.plots.gbm")
@@ -43,61 +44,12 @@ perturbation_plots = LazyPlots("weightdyn.plots.perturbation")
 relaxation_plots = LazyPlots("weightdyn.plots.relaxation")
 
 P000 = "paper 000"
-_SGD = SGDProtocol()  # the protocol defaults
 
 # ------------------------------------------------------------------------------- parameters
 
-N = Param("N", int, REQUIRED, "input dimension N", axis=True, minimum=1)
-P = Param("P", int, None, "number of training samples P", axis=True, minimum=1)
-P_OVER_N = Param(
-    "p_over_n",
-    float,
-    None,
-    "samples per input dimension P/N",
-    axis=True,
-    minimum=0,
-    exclusive_minimum=True,
-)
-SIGMA_EPS2 = Param(
-    "sigma_eps2", float, 0.25, "label-noise variance sigma_eps^2", axis=True, minimum=0
-)
-LR = Param("lr", float, 0.1, "learning rate lambda", axis=True, minimum=0, exclusive_minimum=True)
-BATCH_SIZE = Param("batch_size", int, 10, "mini-batch size S", axis=True, minimum=1)
-SAMPLING = Param(
-    "sampling",
-    str,
-    "with",
-    "mini-batch sampling with or without replacement",
-    axis=True,
-    allowed=("with", "without"),
-)
-DATA_SEED = Param("data_seed", int, 0, "seed of the data set", axis=True, minimum=0)
-
-#: the stationary-SGD protocol (:class:`SGDProtocol`), settings with its defaults
-PROTOCOL = (
-    Param("replicas", int, _SGD.replicas, "number of SGD replicas", minimum=2),
-    Param("init", str, _SGD.init, "start of every replica (w* or random)", allowed=INITS),
-    Param(
-        "init_scale",
-        float,
-        _SGD.init_scale,
-        "standard deviation of a random start",
-        minimum=0,
-        exclusive_minimum=True,
-    ),
-    Param("burnin_tau", float, _SGD.burnin_tau, "burn-in in slowest relaxation times", minimum=0),
-    Param("burnin_min_steps", int, _SGD.burnin_min_steps, "least burn-in steps", minimum=0),
-    Param("burnin_max_steps", int, _SGD.burnin_max_steps, "most burn-in steps", minimum=0),
-    Param("sample_steps", int, _SGD.sample_steps, "least sampling steps", minimum=1),
-    Param("sample_tau", float, _SGD.sample_tau, "least sampling in relaxation times", minimum=0),
-    Param("sample_max_steps", int, _SGD.sample_max_steps, "most sampling steps", minimum=1),
-    Param("thin", int, _SGD.thin, "SGD steps per recorded snapshot", minimum=1),
-    Param("n_blocks", int, _SGD.n_blocks, "time blocks per replica (error bars)", minimum=1),
-)
-
-
-def _protocol(params: Params) -> SGDProtocol:
-    return SGDProtocol(**{p.name: params[p.name] for p in PROTOCOL})
+N, P, P_OVER_N, SIGMA_EPS2, LR, BATCH_SIZE, SAMPLING, DATA_SEED = sp.DATA_AND_SGD
+#: the stationary-SGD protocol (:class:`SGDProtocol`) with its start, settings of every cell
+PROTOCOL = (sp.PROTOCOL[0], sp.INIT, sp.INIT_SCALE, *sp.PROTOCOL[1:])
 
 
 def _seed(params: Params, keys: Iterable[str], new: Sequence[Param] = ()) -> dict[str, Any]:
@@ -358,7 +310,7 @@ def _perturbation_iid(params: Params, progress: Progress) -> xr.Dataset:
         params["batch_size"],
         np.asarray(params["thetas"], dtype=float),
         seeds.generator("perturbation/iid", seed),
-        protocol=_protocol(params),
+        protocol=sp.protocol(params),
         sampling=params["sampling"],
         progress=progress,
     )
@@ -390,7 +342,7 @@ def _perturbation_correlated(params: Params, progress: Progress) -> xr.Dataset:
                 params["batch_size"],
                 np.asarray(params["thetas"], dtype=float),
                 rng,
-                protocol=_protocol(params),
+                protocol=sp.protocol(params),
                 sampling=params["sampling"],
             )
         )
@@ -526,7 +478,7 @@ def run_table1(params: Params, progress: Progress) -> xr.Dataset:
     progress(f"table 1: N={d.N}, P={d.P}, sigma_eps2={d.sigma_eps2}")
     lr, S, sampling = params["lr"], params["batch_size"], params["sampling"]
     w_star, result = run_stationary_sgd(
-        d, lr, S, sampling, _protocol(params), seeds.generator("table1", seed), progress
+        d, lr, S, sampling, sp.protocol(params), seeds.generator("table1", seed), progress
     )
     return perturbation.table1_dataset(d, w_star, result, lr, S, sampling)
 

@@ -25,7 +25,6 @@ relative distance of the simulated covariance from Eq. 30 (the old SGD-vs-SGF fi
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from typing import Any
 
@@ -36,7 +35,6 @@ from weightdyn import resources, seeds, stats
 from weightdyn.agreement import Agreement, agreement
 from weightdyn.data import TeacherStudentData
 from weightdyn.experiments import (
-    REQUIRED,
     ConfigError,
     Experiment,
     Figure,
@@ -46,15 +44,14 @@ from weightdyn.experiments import (
     Progress,
 )
 from weightdyn.io import attrs
+from weightdyn.single_layer import params as sp
 from weightdyn.single_layer import theory
 from weightdyn.single_layer.datasets import euler_dataset, sgd_dataset, theory_dataset
 from weightdyn.single_layer.protocol import (
-    INITS,
-    SGDProtocol,
     run_stationary_sgd,
     run_stationary_sgf,
 )
-from weightdyn.single_layer.simulate import SAMPLING_MODES, SGDResult
+from weightdyn.single_layer.simulate import SGDResult
 from weightdyn.single_layer.teacher_student import N_TEST, TEACHER_STUDENT
 
 discrete = LazyPlots("weightdyn.plots.discrete")
@@ -65,9 +62,7 @@ DYNAMICS = ("sgd", "sgf_additive", "sgf_multiplicative", "none")
 SIMULATED = DYNAMICS[:3]
 #: the old cell dict: the seed keys of every stream and the axes of the old sweeps
 CELL_KEYS = ("N", "P", "sigma_eps2", "lr", "batch_size", "sampling", "data_seed")
-PROTOCOL_KEYS = tuple(
-    f.name for f in dataclasses.fields(SGDProtocol) if f.name not in ("init", "init_scale")
-)
+PROTOCOL_KEYS = tuple(p.name for p in sp.PROTOCOL)
 STREAMS = {d: f"single_layer/{d}" for d in SIMULATED}
 METHODS = {
     "sgd": ("SGD", "paper 000 Eqs. 10-11 (SGD)"),
@@ -78,29 +73,8 @@ METHODS = {
 SIM_METHOD = ("SGD or SGF", "paper 000 Eqs. 10-11 (SGD) or Eq. 13 (SGF), see dynamics")
 
 
-def _protocol_param(name: str, long_name: str, minimum: float) -> Param:
-    field = SGDProtocol.__dataclass_fields__[name]
-    kind = int if isinstance(field.default, int) else float
-    return Param(name, kind, field.default, long_name, minimum=minimum)
-
-
-POSITIVE = {"minimum": 0, "exclusive_minimum": True}
 PARAMS = (
-    Param("N", int, REQUIRED, "number of inputs N (weights)", axis=True, minimum=1),
-    Param("P", int, None, "number of training samples P", axis=True, minimum=1),
-    Param("p_over_n", float, None, "sample ratio P/N", axis=True, **POSITIVE),
-    Param("sigma_eps2", float, 0.25, "label-noise variance sigma_eps^2", axis=True, minimum=0),
-    Param("lr", float, 0.1, "learning rate lambda", axis=True, **POSITIVE),
-    Param("batch_size", int, 10, "mini-batch size S", axis=True, minimum=1),
-    Param(
-        "sampling",
-        str,
-        "with",
-        "mini-batch sampling (replacement)",
-        axis=True,
-        allowed=SAMPLING_MODES,
-    ),
-    Param("data_seed", int, 0, "data realisation index", axis=True, minimum=0),
+    *sp.DATA_AND_SGD,
     Param(
         "dynamics",
         str,
@@ -109,31 +83,16 @@ PARAMS = (
         axis=True,
         allowed=DYNAMICS,
     ),
-    Param(
-        "init",
-        str,
-        "wstar",
-        "start of the chains: w* or i.i.d. N(0, init_scale^2)",
-        axis=True,
-        allowed=INITS,
-    ),
-    Param("init_scale", float, 1.0, "standard deviation of a random start", axis=True, **POSITIVE),
+    sp.as_axis(sp.INIT),
+    sp.as_axis(sp.INIT_SCALE),
     N_TEST,
-    _protocol_param("replicas", "independent chains per cell", 2),
-    _protocol_param("burnin_tau", "burn-in in slowest relaxation times tau (Eq. 27)", 0),
-    _protocol_param("burnin_min_steps", "least burn-in steps", 0),
-    _protocol_param("burnin_max_steps", "most burn-in steps", 0),
-    _protocol_param("sample_steps", "least sampling steps", 1),
-    _protocol_param("sample_tau", "least sampling length in relaxation times tau", 0),
-    _protocol_param("sample_max_steps", "most sampling steps", 1),
-    _protocol_param("thin", "steps between recorded snapshots", 1),
-    _protocol_param("n_blocks", "time blocks per chain (error groups)", 1),
+    *sp.PROTOCOL,
     Param(
         "dt_over_lr",
         float,
         1.0,
         "SGF Euler-Maruyama step dt / lr (SDE time t = lr tau)",
-        **POSITIVE,
+        **sp.POSITIVE,
     ),
 )
 
@@ -165,19 +124,13 @@ def _derive(params: dict[str, Any]) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------- one cell
 
 
-def protocol(params: Params) -> SGDProtocol:
-    """The stationary protocol of a cell: its settings and its ``init`` / ``init_scale``."""
-    settings = {key: params[key] for key in (*PROTOCOL_KEYS, "init", "init_scale")}
-    return SGDProtocol(**settings)
-
-
 def _simulate(
     data: TeacherStudentData, params: Params, progress: Progress
 ) -> tuple[np.ndarray, SGDResult]:
     """(w*, moments) of the cell's dynamics, seeded by the old seven cell keys."""
     dynamics = params["dynamics"]
     rng = seeds.generator(STREAMS[dynamics], {key: params[key] for key in CELL_KEYS})
-    args = (data, params["lr"], params["batch_size"], params["sampling"], protocol(params), rng)
+    args = (data, params["lr"], params["batch_size"], params["sampling"], sp.protocol(params), rng)
     if dynamics == "sgd":
         return run_stationary_sgd(*args, progress=progress)
     noise = dynamics.removeprefix("sgf_")
