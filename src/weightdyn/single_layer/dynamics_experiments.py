@@ -47,7 +47,7 @@ P000 = "paper 000"
 
 # ------------------------------------------------------------------------------- parameters
 
-N, P, P_OVER_N, SIGMA_EPS2, LR, BATCH_SIZE, SAMPLING, DATA_SEED = sp.DATA_AND_SGD
+SAMPLING, DATA_SEED = sp.SAMPLING, sp.DATA_SEED
 #: the stationary-SGD protocol (:class:`SGDProtocol`) with its start, settings of every cell
 PROTOCOL = (sp.PROTOCOL[0], sp.INIT, sp.INIT_SCALE, *sp.PROTOCOL[1:])
 
@@ -206,14 +206,7 @@ RELAXATION = Experiment(
     title="relaxation of the Hessian modes under SGD (Fig. 3)",
     source=f"{P000} Eqs. 25-27, Fig. 3",
     params=(
-        N,
-        P,
-        P_OVER_N,
-        SIGMA_EPS2,
-        LR,
-        BATCH_SIZE,
-        SAMPLING,
-        DATA_SEED,
+        *sp.DATA_AND_SGD,
         Param(
             "init_scale",
             float,
@@ -409,14 +402,7 @@ PERTURBATION = Experiment(
     title="loss perturbation along the SGD covariance eigenvectors (Fig. 5)",
     source=f"{P000} Eqs. 30, 34-35, Fig. 5",
     params=(
-        N,
-        P,
-        P_OVER_N,
-        SIGMA_EPS2,
-        LR,
-        BATCH_SIZE,
-        SAMPLING,
-        DATA_SEED,
+        *sp.DATA_AND_SGD,
         INPUT_COVARIANCE,
         CORRELATION,
         Param(
