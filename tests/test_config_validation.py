@@ -21,6 +21,19 @@ def _fig4b(cfg):
     return cfg["sweeps"]["fig4b"]
 
 
+def _nested(sweep: str, key: str, **extra):
+    """Edit adding ``extra`` to the nested block ``key`` of ``sweep`` (its default if unset)."""
+
+    def edit(cfg):
+        from weightdyn import experiments
+
+        block = cfg["sweeps"][sweep]
+        default = experiments.get(block["experiment"]).param(key).default
+        block[key] = {**(block.get(key) or default), **extra}
+
+    return edit
+
+
 CASES = {
     "unknown key": (lambda c: _fig4b(c).update(learning_rate=0.1), ["learning_rate", "allowed"]),
     "unknown top-level key": (lambda c: c.update(single_layer={}), ["single_layer", "allowed"]),
@@ -47,6 +60,52 @@ CASES = {
     "bad width axis": (
         lambda c: c["sweeps"]["e1_width"].update(N=[10, -5]),
         ["invalid config", "sweeps.e1_width.N", "-5"],
+    ),
+    # an unknown key in a nested block of each mean-field experiment
+    "unknown key in mf_width.energy": (
+        _nested("e1_width", "energy", bogus=3),
+        ["sweeps.e1_width.energy", "['bogus']", "allowed", "interval_steps"],
+    ),
+    "unknown key in mf_pde.unit": (
+        _nested("e2_pde", "unit", bogus=3),
+        ["sweeps.e2_pde.unit", "['bogus']", "allowed"],
+    ),
+    "unknown key in mf_small_output.wtilde": (
+        _nested("e3_small_output", "wtilde", bogus=3),
+        ["sweeps.e3_small_output.wtilde", "['bogus']", "allowed"],
+    ),
+    "unknown key in mf_gaussian.target": (
+        _nested("e4_gaussian", "target", bogus=3),
+        ["sweeps.e4_gaussian.target", "['bogus']", "allowed"],
+    ),
+    "unknown key in mf_linearisation.p_star": (
+        _nested("e5_linearisation", "p_star", bogus=3),
+        ["sweeps.e5_linearisation.p_star", "['bogus']", "allowed"],
+    ),
+    # and in four other kinds of block
+    "unknown key in a two-layer sweep": (
+        lambda c: c["sweeps"]["two_layer_tiny"].update(bogus=3),
+        ["sweeps.two_layer_tiny", "['bogus']", "allowed"],
+    ),
+    "unknown key in a noise sweep": (
+        lambda c: c["sweeps"]["noise_spectrum"].update(bogus=3),
+        ["sweeps.noise_spectrum", "['bogus']", "allowed"],
+    ),
+    "unknown key in a view": (
+        lambda c: c["views"]["fig2a_with"].update(bogus=3),
+        ["views.fig2a_with", "['bogus']", "allowed"],
+    ),
+    "unknown figure option of a view": (
+        lambda c: c["views"]["fig2a_with"].update(options={"bogus": 3}),
+        ["views.fig2a_with.options.bogus", "unknown option", "allowed"],
+    ),
+    "unknown axis in an explicit cell": (
+        lambda c: c["sweeps"]["relaxation"].update(cells=[{"lr": 0.1, "bogus": 3}]),
+        ["sweeps.relaxation.cells[0]", "['bogus']", "not axes"],
+    ),
+    "wrong type in a nested block": (
+        _nested("e1_width", "energy", N=1.5),
+        ["sweeps.e1_width.energy.N", "1.5", "integer"],
     ),
     "both P and p_over_n": (
         lambda c: _fig4b(c).update(P=20),

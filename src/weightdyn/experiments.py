@@ -16,6 +16,7 @@ reads no config files and no paths: :mod:`weightdyn.sweep` turns a config mappin
 from __future__ import annotations
 
 import importlib
+import inspect
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -132,28 +133,41 @@ class Figure:
     source: str = "cells"
 
 
-class LazyPlots:
-    """Figure functions of a plotting module, imported on first call, not at declaration.
+class LazyFunction:
+    """A function of a module that is imported on the first call (or signature lookup)."""
 
-    ``LazyPlots("weightdyn.plots.fig4").variance_vs_size`` is a callable standing for that
-    function: an experiment module declares its figures with it, so that running a cell never
-    imports matplotlib (about half a second per job).
+    def __init__(self, module: str, name: str) -> None:
+        self.module, self.__name__ = module, name
+
+    def resolve(self) -> Callable[..., Any]:
+        return getattr(importlib.import_module(self.module), self.__name__)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.resolve()(*args, **kwargs)
+
+    @property
+    def __signature__(self) -> inspect.Signature:
+        return inspect.signature(self.resolve())
+
+    def __repr__(self) -> str:
+        return f"<lazy {self.module}.{self.__name__}>"
+
+
+class LazyPlots:
+    """Figure functions of a plotting module, imported on first use, not at declaration.
+
+    ``LazyPlots("weightdyn.plots.fig4").variance_vs_size`` stands for that function: an
+    experiment module declares its figures with it, so that running a cell never imports
+    matplotlib (about half a second per job).
     """
 
     def __init__(self, module: str) -> None:
         self._module = module
 
-    def __getattr__(self, name: str) -> Callable[..., Any]:
+    def __getattr__(self, name: str) -> LazyFunction:
         if name.startswith("_"):
             raise AttributeError(name)
-        module = self._module
-
-        def plot(*args: Any, **kwargs: Any) -> Any:
-            return getattr(importlib.import_module(module), name)(*args, **kwargs)
-
-        plot.__name__ = plot.__qualname__ = name
-        plot.__module__ = module
-        return plot
+        return LazyFunction(self._module, name)
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ changes none, and two sweeps asking for the same cell share one file.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import itertools
 import re
 from collections.abc import Mapping, Sequence
@@ -311,10 +312,37 @@ def _view(name: str, block: Mapping[str, Any], sweeps: Mapping[str, Sweep]) -> V
     cells = [c for s in names for c in sweeps[s].cells]
     if not _selected(cells, select):
         raise ConfigError(f"{where}.select: {select} selects no cell of {names}")
-    options = dict(block.get("options") or {})
+    options = _checked_options(f"{where}.options", exp.figures[figure].plot, block)
     return View(
         name, exp.name, tuple(names), figure, select, options, None, str(block.get("label", name))
     )
+
+
+def _checked_options(where: str, plot: Any, block: Mapping[str, Any]) -> dict[str, Any]:
+    """A view's ``options``: keyword arguments of its figure function, of the defaults' type."""
+    options = block.get("options") or {}
+    if not isinstance(options, Mapping):
+        raise ConfigError(f"{where}: must be a mapping of keyword arguments of the figure")
+    if not options:
+        return {}
+    params = list(inspect.signature(plot).parameters.values())[1:]
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return dict(options)
+    allowed = {p.name: p for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
+    for key, value in options.items():
+        if key not in allowed:
+            raise ConfigError(f"{where}.{key}: unknown option; allowed: {sorted(allowed)}")
+        default = allowed[key].default
+        kind = type(default)
+        if default is None or default is inspect.Parameter.empty or isinstance(value, kind):
+            continue
+        if kind is float and isinstance(value, int) and not isinstance(value, bool):
+            continue
+        raise ConfigError(
+            f"{where}.{key}: {value!r} is not allowed; allowed: a {kind.__name__} "
+            f"(default {default!r})"
+        )
+    return dict(options)
 
 
 def expand_views(config: Mapping[str, Any], sweeps: Mapping[str, Sweep]) -> dict[str, View]:
