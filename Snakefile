@@ -4,6 +4,8 @@
 # of those experiments (config/config.yaml). Rules: data -> cell -> merge / summary -> figure,
 # agreement table and report (workflow/rules/).
 import os
+import shlex
+import sys
 
 from snakemake.utils import min_version
 
@@ -19,6 +21,8 @@ if not config:
 
 # the conda environment of every rule installs the package from this checkout (--sdm conda)
 os.environ.setdefault("WEIGHTDYN_ROOT", workflow.basedir)
+# how this run was started: a merge that finds damaged cells prints it as the rebuild command
+os.environ.setdefault("WEIGHTDYN_COMMAND", shlex.join(["snakemake", *sys.argv[1:]]))
 
 
 include: "workflow/rules/common.smk"

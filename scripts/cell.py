@@ -3,7 +3,7 @@
 import xarray as xr
 from threadpoolctl import threadpool_limits
 
-from weightdyn import experiments, io
+from weightdyn import experiments, integrity, io
 from weightdyn.joblog import job_logger
 
 log = job_logger("cell", snakemake.log[0])
@@ -14,6 +14,7 @@ params = dict(snakemake.params.params)
 log.info("experiment %s, cell %s", name, snakemake.wildcards.cell)
 with threadpool_limits(snakemake.threads):
     if exp.data is not None:
+        integrity.require_intact({snakemake.input.data: None}, f"cell {snakemake.output[0]}")
         with xr.open_dataset(snakemake.input.data) as raw:
             params["data"] = exp.data.load(raw.load())
     ds = exp.run_cell(params, log.info)

@@ -1,11 +1,14 @@
 """Rule summary: an experiment's fits over the cells of one sweep (Experiment.summarize)."""
 
-from weightdyn import experiments, io
+from weightdyn import experiments, integrity, io
 from weightdyn.joblog import job_logger
 
 log = job_logger("summary", snakemake.log[0])
 experiments.register_modules(snakemake.config.get("experiment_modules", []))
 exp = experiments.get(snakemake.params.experiment)
+integrity.require_cells_intact(
+    snakemake.input, snakemake.params.cells, exp.name, f"summary {snakemake.output[0]}"
+)
 datasets = io.load_all(snakemake.input)
 summary = exp.summarize(datasets, snakemake.params.cells, snakemake.params.settings)
 summary.attrs.update(io.provenance({"experiment": exp.name, "sweep": snakemake.wildcards.sweep}))

@@ -121,6 +121,15 @@ def _flat(mapping: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def sorted_params(mapping: Mapping[str, Any]) -> dict[str, Any]:
+    """A mapping with keys sorted at every level: a reordered YAML is no params change, and the
+    cell's provenance attributes have one text form."""
+    return {
+        key: sorted_params(value) if isinstance(value, Mapping) else value
+        for key, value in sorted(mapping.items())
+    }
+
+
 def data_id(experiment: Experiment, params: Mapping[str, Any]) -> str | None:
     """File stem of the shared data set a cell reads (None if the experiment has none)."""
     spec = experiment.data

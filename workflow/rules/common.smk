@@ -5,6 +5,7 @@ import functools
 import re
 
 from weightdyn import experiments, sweep
+from weightdyn.sweep import sorted_params
 from weightdyn.codehash import code_hash, module_hash
 from weightdyn.experiments import ConfigError
 
@@ -37,14 +38,6 @@ SUMMARISED = sorted(n for n, s in SWEEPS.items() if EXPERIMENTS[s.experiment].su
 
 def _alternatives(names):
     return "|".join(re.escape(n) for n in sorted(names)) or "^$"
-
-
-def sorted_params(mapping):
-    """A mapping with keys sorted at every level: a reordered YAML is no params change."""
-    return {
-        key: sorted_params(value) if isinstance(value, dict) else value
-        for key, value in sorted(mapping.items())
-    }
 
 
 def cell_data_path(w):

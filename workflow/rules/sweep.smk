@@ -52,7 +52,7 @@ rule merge:
     input:
         lambda w: [c.path for c in SWEEPS[w.sweep].cells],
     output:
-        "results/{sweep}.nc",
+        update("results/{sweep}.nc"),
     log:
         "logs/merge/{sweep}.log",
     params:
@@ -72,7 +72,7 @@ rule summary:
     input:
         lambda w: [c.path for c in SWEEPS[w.sweep].cells],
     output:
-        "results/{sweep}.summary.nc",
+        update("results/{sweep}.summary.nc"),
     log:
         "logs/merge/{sweep}.summary.log",
     params:
