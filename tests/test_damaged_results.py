@@ -79,7 +79,8 @@ def test_the_merge_names_every_bad_file_and_keeps_the_previous_result(damaged) -
     assert "--forcerun" in out
     assert "Restored previous version of results/toy_lr.nc" in out
     assert (wf / MERGED[0]).read_bytes() == before  # the previous merge is left in place
-    assert "job failed: weightdyn.integrity.DamagedFiles" in (wf / "logs/merge/toy_lr.log").read_text()
+    log = (wf / "logs/merge/toy_lr.log").read_text()
+    assert "job failed: weightdyn.integrity.DamagedFiles" in log
 
 
 def test_check_finds_them_and_a_rerun_rebuilds_exactly_those(damaged) -> None:
