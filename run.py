@@ -3,6 +3,7 @@
 
     python3 run.py sweep [snakemake args...]   default sweep end to end (creates .venv if needed)
     python3 run.py test  [pytest args...]      the test suite
+    python3 run.py check [--configfile C] [--remove]   find (and delete) damaged result files
 
 The virtual environment lives in .venv (override with WEIGHTDYN_VENV); the package is installed
 into it in editable mode with its test extra, once, and again whenever pyproject.toml changes.
@@ -37,13 +38,15 @@ def ensure_environment() -> None:
 
 
 def main(argv: list[str]) -> int:
-    if not argv or argv[0] not in {"sweep", "test"}:
+    if not argv or argv[0] not in {"sweep", "test", "check"}:
         print(__doc__, file=sys.stderr)
         return 2
     ensure_environment()
     env = dict(os.environ, PATH=f"{VENV / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}")
     if argv[0] == "sweep":
         cmd = [VENV / "bin" / "snakemake", "--cores", "all", *argv[1:]]
+    elif argv[0] == "check":
+        cmd = [PY, "-m", "weightdyn.integrity", *argv[1:]]
     else:
         cmd = [PY, "-m", "pytest", *argv[1:]]
     return subprocess.run(cmd, cwd=ROOT, env=env, check=False).returncode
