@@ -64,6 +64,11 @@ class Linearisation:
     ``Q`` (n, r) spans the range of the drift (its ``r = N_o rank(Sigma_xx)`` largest
     eigenvalues ``g``, descending), in theta_C order (rows); ``Mr`` is the covariance in that
     basis (``M = Q Mr Q^T``), the solution of ``G M + M G^T = lr C`` restricted to the range.
+
+    The rank is structural (Eq. 64, the Gauss-Newton rank), not a tolerance: away from an exact
+    minimum the other eigenvalues spread over ``+-||E||_2`` (:func:`theory.residual_norm`),
+    ~1e-10 at the gradient-flow ``W^0`` (1e7 below ``g[-1]``) and up to 0.42 ``g[-1]`` at
+    the time-averaged SGD local points of the test cells.
     """
 
     def __init__(self, X, Y, W1, W2, lr, S, sampling, rank, layout: Layout):

@@ -62,6 +62,7 @@ from numpy.typing import ArrayLike, NDArray
 from weightdyn.single_layer.theory import noise_prefactor
 
 __all__ = [
+    "RESIDUAL_CUT_FACTOR",
     "SVDFactors",
     "commutation_matrix",
     "curvature_along",
@@ -83,6 +84,7 @@ __all__ = [
     "per_sample_gradients",
     "reduced_loss",
     "regression_solution",
+    "residual_norm",
     "stationary_covariance",
     "svd_factors",
     "unpack",
@@ -92,6 +94,7 @@ __all__ = [
     "wick_moment_covariances",
     "z_embedding",
     "zero_balanced_minimum",
+    "zero_mode_spread",
 ]
 
 Sampling = Literal["with", "without"]
@@ -161,13 +164,23 @@ def _moments(X: FloatArray, Y: FloatArray) -> tuple[FloatArray, FloatArray]:
     return X.T @ X / P, Y.T @ X / P
 
 
-def _range_basis(A: FloatArray, rtol: float | None) -> FloatArray:
-    """Orthonormal basis of the column space of ``A`` (singular values > rtol * max)."""
-    U, s, _ = np.linalg.svd(A)
+def _default_rtol(shape: tuple[int, ...]) -> float:
+    """Round-off floor of a rank cut: ``10 max(shape) eps`` (relative to the largest value)."""
+    return max(shape) * float(np.finfo(float).eps) * 10
+
+
+def _cutoff(s: FloatArray, shape: tuple[int, ...], rtol: float | None, atol: float) -> float:
+    """Rank cut ``max(rtol * s_max, atol)`` for the singular values ``s`` (descending)."""
     if rtol is None:
-        rtol = max(A.shape) * float(np.finfo(float).eps) * 10
-    thr = rtol * (s[0] if s.size else 0.0)
-    return U[:, s > thr]
+        rtol = _default_rtol(shape)
+    return max(rtol * (float(s[0]) if s.size else 0.0), float(atol))
+
+
+def _range_basis(A: FloatArray, rtol: float | None, atol: float = 0.0) -> FloatArray:
+    """Orthonormal basis of the column space of ``A``: singular values above
+    ``max(rtol * s_max, atol)`` (:func:`_cutoff`)."""
+    U, s, _ = np.linalg.svd(A)
+    return U[:, s > _cutoff(s, A.shape, rtol, atol)]
 
 
 # ------------------------------------------------------------------- vec convention
@@ -316,10 +329,37 @@ def exact_drift(X: ArrayLike, Y: ArrayLike, W1: ArrayLike, W2: ArrayLike) -> Flo
     n_out, n_hid = W2.shape
     Sxx, Syx = _moments(X, Y)
     E = Syx - W2 @ W1 @ Sxx
-    G11 = np.kron(Sxx, W2.T @ W2)
-    G12 = np.kron(Sxx @ W1.T, W2.T) - np.kron(E.T, np.eye(n_hid)) @ commutation_matrix(n_out, n_hid)
-    G22 = np.kron(W1 @ Sxx @ W1.T, np.eye(n_out))
+    G11, G12, G22 = _gauss_newton_blocks(Sxx, W1, W2)
+    G12 = G12 - np.kron(E.T, np.eye(n_hid)) @ commutation_matrix(n_out, n_hid)
     return np.block([[G11, G12], [G12.T, G22]])
+
+
+def _gauss_newton_blocks(
+    Sxx: FloatArray, W1: FloatArray, W2: FloatArray
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Blocks ``G11, G12, G22`` of the Gauss-Newton part of :func:`exact_drift` (``E = 0``)."""
+    n_out = W2.shape[0]
+    G11 = np.kron(Sxx, W2.T @ W2)
+    G12 = np.kron(Sxx @ W1.T, W2.T)
+    G22 = np.kron(W1 @ Sxx @ W1.T, np.eye(n_out))
+    return G11, G12, G22
+
+
+def residual_norm(X: ArrayLike, Y: ArrayLike, W1: ArrayLike, W2: ArrayLike) -> float:
+    """Spectral norm ``||E||_2`` of the residual ``E = Sigma0_yx - W2 W1 Sigma0_xx`` (Eq. 54).
+
+    :func:`exact_drift` is the positive semi-definite Gauss-Newton matrix
+    ``G_GN = (1/P) sum_mu J_mu^T J_mu`` (:func:`hessian_full`), whose null space has the exact
+    dimension ``n - N_o rank(Sigma0_xx)`` (Eq. 64) for ``W2`` of full row rank, plus the
+    residual term ``[[0, R], [R^T, 0]]`` with ``R = -(E^T kron 1_{N_h}) K``, whose spectral
+    norm is exactly ``||E||_2`` (``K`` is orthogonal). By Weyl's inequality every eigenvalue of
+    the drift lies within ``||E||_2`` of one of ``G_GN``: away from an exact minimum the zero
+    modes spread over ``[-||E||_2, ||E||_2]``. ``E`` is the gradient in product space
+    (``dL/dW1 = -W2^T E``, ``dL/dW2 = -E W1^T``), so ``||E||_2 <= |dL/dW1| / s_min(W2)``.
+    """
+    X, Y, W1, W2 = _check_data(X, Y, W1, W2)
+    Sxx, Syx = _moments(X, Y)
+    return float(np.linalg.norm(Syx - W2 @ W1 @ Sxx, 2))
 
 
 def exact_noise_covariance(
@@ -616,8 +656,43 @@ def drift_eigenvalues(W1: ArrayLike, W2: ArrayLike, sigma_x2: float = 1.0) -> Fl
     return np.sort(sigma_x2 * np.concatenate(out))[::-1]
 
 
+#: Safety factor of the residual-scaled rank cuts: the cut is this factor times the spread of
+#: the zero modes (the Weyl bound ``||E||_2`` of :func:`residual_norm` in
+#: :func:`exact_stationary_covariance`, the most negative eigenvalue of a symmetric ``Gamma``
+#: in :func:`stationary_covariance` and :func:`lyapunov_covariance`). Zero modes lie in
+#: ``[-||E||, ||E||]``, so a cut at twice the bound removes them all and keeps every mode whose
+#: Gauss-Newton curvature exceeds three times the bound.
+RESIDUAL_CUT_FACTOR = 2.0
+
+
+def zero_mode_spread(Gamma: ArrayLike) -> float:
+    """Spread of the zero modes of a drift evaluated near (not at) a minimum: ``-lambda_min``.
+
+    A symmetric drift (the Hessian :func:`exact_drift`) is positive semi-definite at a minimum;
+    near one its zero modes move off zero by up to ``||E||_2`` (:func:`residual_norm`) on both
+    sides, so the most negative eigenvalue measures the spread (at gradient-flow minima the
+    largest positive spurious eigenvalue is within a few per cent of it). Returns 0 for a
+    positive semi-definite ``Gamma`` and for one that is not symmetric to round-off (a
+    non-normal stable drift can have an indefinite symmetric part, which says nothing).
+    """
+    Gamma = _check_square(Gamma, "Gamma")
+    scale = float(np.max(np.abs(Gamma))) if Gamma.size else 0.0
+    if scale == 0.0 or np.max(np.abs(Gamma - Gamma.T)) > _default_rtol(Gamma.shape) * scale:
+        return 0.0
+    return max(0.0, -float(np.linalg.eigvalsh(0.5 * (Gamma + Gamma.T))[0]))
+
+
+def _auto_atol(Gamma: FloatArray, atol: float | None) -> float:
+    return RESIDUAL_CUT_FACTOR * zero_mode_spread(Gamma) if atol is None else float(atol)
+
+
 def stationary_covariance(
-    Gamma: ArrayLike, Delta: ArrayLike, lr: float, rtol: float | None = None
+    Gamma: ArrayLike,
+    Delta: ArrayLike,
+    lr: float,
+    rtol: float | None = None,
+    *,
+    atol: float | None = None,
 ) -> FloatArray:
     """Stationary covariance ``M = lr Gamma^+ Delta / 2`` (Eq. 66).
 
@@ -626,8 +701,12 @@ def stationary_covariance(
     balance), e.g. ``Delta ∝ Gamma`` as in Eq. 63; then, by Eq. 68, the nonzero
     eigenvalues of ``M`` all equal ``lr sigma_y^2 / (2S)``. Otherwise the result is in
     general not even symmetric; see
-    :func:`lyapunov_covariance` for the general solution. ``rtol`` is the relative
-    cut-off of the pseudo-inverse.
+    :func:`lyapunov_covariance` for the general solution. The pseudo-inverse drops the
+    singular values of ``Gamma`` up to ``max(rtol * s_max, atol)``: ``rtol`` defaults to the
+    round-off floor ``10 n eps``, ``atol`` to ``RESIDUAL_CUT_FACTOR`` times
+    :func:`zero_mode_spread` (round-off for the ``Gamma`` of Eq. 63 and at exact minima, so
+    there the cut is the floor; about ``2 ||E||_2`` for :func:`exact_drift` at an optimiser's
+    end point, whose zero modes the floor would invert).
     """
     Gamma = _check_square(Gamma, "Gamma")
     Delta = _check_square(Delta, "Delta")
@@ -635,34 +714,67 @@ def stationary_covariance(
         raise ValueError(f"Delta must have the shape of Gamma {Gamma.shape}, got {Delta.shape}")
     lr = _check_positive(lr, "lr")
     if rtol is None:
-        rtol = max(Gamma.shape) * float(np.finfo(float).eps) * 10
+        rtol = _default_rtol(Gamma.shape)
+    atol = _auto_atol(Gamma, atol)
+    if atol > 0:
+        s_max = float(np.linalg.norm(Gamma, 2))
+        rtol = max(rtol, atol / s_max) if s_max > 0 else rtol
     return 0.5 * lr * np.linalg.pinv(Gamma, rcond=rtol) @ Delta
 
 
+def _lyapunov_on(Q: FloatArray, Gamma: FloatArray, Delta: FloatArray, lr: float,
+                 cut: float) -> FloatArray:  # fmt: skip
+    """``Q M_r Q^T`` with ``Gamma_r M_r + M_r Gamma_r^T = lr Delta_r`` (``X_r = Q^T X Q``)."""
+    Gr = Q.T @ Gamma @ Q
+    ev = np.linalg.eigvals(Gr).real
+    if np.any(ev <= 0):
+        raise ValueError(
+            "Gamma must be positive (stable) on its range: the kept block has an eigenvalue "
+            f"with real part {ev.min():.3e} (cut {cut:.3e}); near, not at, a minimum raise the "
+            "cut with atol (e.g. RESIDUAL_CUT_FACTOR * residual_norm at the point)"
+        )
+    Dr = Q.T @ Delta @ Q
+    Mr = scipy.linalg.solve_continuous_lyapunov(Gr, lr * 0.5 * (Dr + Dr.T))
+    return Q @ (0.5 * (Mr + Mr.T)) @ Q.T
+
+
 def lyapunov_covariance(
-    Gamma: ArrayLike, Delta: ArrayLike, lr: float, rtol: float | None = None
+    Gamma: ArrayLike,
+    Delta: ArrayLike,
+    lr: float,
+    rtol: float | None = None,
+    *,
+    atol: float | None = None,
 ) -> FloatArray:
     """General stationary covariance: ``Gamma M + M Gamma^T = lr Delta`` on range(Gamma).
 
     With ``Q`` an orthonormal basis of the range of ``Gamma`` (singular values above
-    ``rtol`` times the largest), ``M = Q M_r Q^T`` where ``M_r`` solves the Lyapunov
+    ``max(rtol * s_max, atol)``; defaults as in :func:`stationary_covariance`: the round-off
+    floor ``10 n eps`` and twice :func:`zero_mode_spread`), ``M = Q M_r Q^T`` where ``M_r``
+    solves the Lyapunov
     equation (Eq. 65) with ``Gamma_r = Q^T Gamma Q`` and ``Delta_r = Q^T Delta Q``. Modes
     in the null space of ``Gamma`` have no restoring drift (they keep their initial
     values, Eq. 78); any diffusion along them is discarded. Requires ``Gamma_r`` stable
-    (eigenvalues with positive real part), which holds at a minimum.
+    (eigenvalues with positive real part), which holds at a minimum and, with the default
+    cut, near one; otherwise ``ValueError``. :func:`exact_stationary_covariance` cuts at the
+    rigorous residual bound instead (:func:`residual_norm`).
     """
     Gamma = _check_square(Gamma, "Gamma")
     Delta = _check_square(Delta, "Delta")
     if Delta.shape != Gamma.shape:
         raise ValueError(f"Delta must have the shape of Gamma {Gamma.shape}, got {Delta.shape}")
     lr = _check_positive(lr, "lr")
-    Q = _range_basis(Gamma, rtol)
-    Gr = Q.T @ Gamma @ Q
-    if np.any(np.linalg.eigvals(Gr).real <= 0):
-        raise ValueError("Gamma must be positive (stable) on its range")
-    Dr = Q.T @ Delta @ Q
-    Mr = scipy.linalg.solve_continuous_lyapunov(Gr, lr * 0.5 * (Dr + Dr.T))
-    return Q @ (0.5 * (Mr + Mr.T)) @ Q.T
+    U, s, _ = np.linalg.svd(Gamma)
+    cut = _cutoff(s, Gamma.shape, rtol, _auto_atol(Gamma, atol))
+    return _lyapunov_on(U[:, s > cut], Gamma, Delta, lr, cut)
+
+
+def _structural_rank(X: FloatArray, W1: FloatArray, W2: FloatArray, rtol: float | None) -> int:
+    """Rank of the Gauss-Newton part of the drift (positive semi-definite and residual-free,
+    so its zero modes are zero to round-off): ``N_o rank(Sigma0_xx)`` for ``W2`` of full rank."""
+    G11, G12, G22 = _gauss_newton_blocks(X.T @ X / X.shape[0], W1, W2)
+    gn = np.linalg.eigvalsh(np.block([[G11, G12], [G12.T, G22]]))[::-1]
+    return int(np.sum(gn > _cutoff(np.abs(gn), (gn.size,), rtol, 0.0)))
 
 
 def exact_stationary_covariance(
@@ -674,16 +786,42 @@ def exact_stationary_covariance(
     batch_size: int,
     sampling: Sampling = "with",
     rtol: float | None = None,
+    *,
+    atol: float | None = None,
 ) -> FloatArray:
     """Weight-space covariance from the exact linearisation at ``(W1, W2)``, any data.
 
     :func:`lyapunov_covariance` of :func:`exact_drift` and
     :func:`exact_noise_covariance`, in ``theta = [vec(W1); vec(W2)]`` space. At a minimum
     with whitened inputs and large P it approaches ``T M T^T`` from Eqs. 63 and 66.
+
+    Rank cut: singular values of the drift up to ``max(rtol * s_max, atol)`` are dropped,
+    ``rtol`` by default the round-off floor ``10 n eps`` and ``atol`` by default
+    ``RESIDUAL_CUT_FACTOR * ||E||_2`` (:func:`residual_norm`), twice the Weyl bound on the
+    zero modes at a point near a minimum such as an optimiser's end point (at an exact minimum
+    ``||E||`` is round-off and the cut is the floor). With the default ``atol`` the number of
+    kept modes is checked against the rank of the residual-free Gauss-Newton part; a mismatch
+    (the point too far from a minimum for its zero modes to be told from the softest
+    curvature) raises ``ValueError``.
     """
+    X, Y, W1, W2 = _check_data(X, Y, W1, W2)
     G = exact_drift(X, Y, W1, W2)
     C = exact_noise_covariance(X, Y, W1, W2, batch_size, sampling)
-    return lyapunov_covariance(G, C, lr, rtol)
+    lr = _check_positive(lr, "lr")
+    U, s, _ = np.linalg.svd(G)
+    auto = atol is None
+    if auto:
+        atol = RESIDUAL_CUT_FACTOR * residual_norm(X, Y, W1, W2)
+    cut = _cutoff(s, G.shape, rtol, atol)
+    keep = s > cut
+    if auto and int(keep.sum()) != (rank := _structural_rank(X, W1, W2, rtol)):
+        raise ValueError(
+            f"the range of the drift is ambiguous at this point: {int(keep.sum())} singular "
+            f"values above the cut {cut:.3e} (= {RESIDUAL_CUT_FACTOR} x the residual "
+            f"||E||_2 = {atol / RESIDUAL_CUT_FACTOR:.3e}), but the Gauss-Newton rank is {rank}; "
+            "the point is too far from a minimum (converge the optimiser further) or pass atol"
+        )
+    return _lyapunov_on(U[:, keep], G, C, lr, cut)
 
 
 def m22_closed_form(
