@@ -190,7 +190,7 @@ def test_hook_leaves_every_result_bit_identical(dynamics: str) -> None:
     time): every other field identical; the hook's series are exact functions of the same
     records, so their means equal the moments' projections and the loss of Eq. 9 to rounding."""
     data = cell_data({"N": 8, "P": 24, "sigma_eps2": 0.25, "data_seed": 0, "n_test": 50})
-    hook = slowest_mode_and_loss(data)
+    hook = slowest_mode_and_loss(data, dtype="float64")
     w_star = theory.min_norm_solution(data.X, data.y)
     W0 = np.tile(w_star, (3, 1))
 
@@ -211,6 +211,11 @@ def test_hook_leaves_every_result_bit_identical(dynamics: str) -> None:
     np.testing.assert_allclose(mean[:, 0], s1 @ hook.V[:, 0] / n, rtol=1e-9, atol=1e-15)
     loss = hook.offset + 0.5 * np.einsum("ij,rji->r", hook.H, s2) / n
     np.testing.assert_allclose(mean[:, 1], loss, rtol=1e-12)
+    # the cells' single-precision hook: the same series to float32 rounding of the fluctuation
+    single = run(slowest_mode_and_loss(data))
+    _assert_identical(plain, single)
+    scale = np.abs(hooked.obs_series - [0.0, hook.offset]).max(axis=(0, 1))
+    assert np.all(np.abs(single.obs_series - hooked.obs_series).max(axis=(0, 1)) < 1e-5 * scale)
 
 
 def test_recorder_block_averages_beyond_its_memory_bound() -> None:

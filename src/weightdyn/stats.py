@@ -138,10 +138,13 @@ def _normalised_acf(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     mean, normalised to rho(0) = 1 (biased, 1/T, estimator as emcee's ``function_1d``), and
     whether the column varies at all (a constant column has rho = 0)."""
     T = x.shape[0]
-    x = x - x.mean(axis=0)
+    x = np.ascontiguousarray((x - x.mean(axis=0)).T)  # FFTs along contiguous rows
     nfft = 1 << int(np.ceil(np.log2(2 * T)))
-    f = np.fft.rfft(x, n=nfft, axis=0)
-    acov = np.fft.irfft(f * np.conj(f), n=nfft, axis=0)[:T]
+    acov = np.empty((T, x.shape[0]))
+    step = max(1, (1 << 22) // nfft)  # a few MB of spectra at a time
+    for lo in range(0, x.shape[0], step):
+        f = np.fft.rfft(x[lo : lo + step], n=nfft, axis=1)
+        acov[:, lo : lo + step] = np.fft.irfft(f.real**2 + f.imag**2, n=nfft, axis=1)[:, :T].T
     varies = acov[0] > 0
     rho = np.zeros_like(acov)
     np.divide(acov, acov[0], out=rho, where=varies)

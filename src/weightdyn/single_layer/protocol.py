@@ -91,17 +91,17 @@ def _plan(
     return w_star, protocol, tau
 
 
-def slowest_mode_and_loss(data: TeacherStudentData) -> LinearQuadratic:
+def slowest_mode_and_loss(data: TeacherStudentData, dtype: str = "float32") -> LinearQuadratic:
     """The observable hook of a stationary cell: ``dw = w - w*`` projected on the Hessian
     eigenvector of the smallest nonzero eigenvalue (the slowest mode, Eq. 27; the range cut of
     :func:`theory.slowest_relaxation_steps`), and the training loss
     ``L(w* + dw) = L* + dw^T H dw / 2`` (Eq. 9, exact for the linear network; the gradient
-    vanishes at w*)."""
+    vanishes at w*). Products in single precision by default (``LinearQuadratic.dtype``)."""
     H = theory.hessian(data.X)
     omega, U = np.linalg.eigh(0.5 * (H + H.T))
     omega_min = 1.0 / theory.slowest_relaxation_steps(H, 1.0)
     k = int(np.argmin(np.abs(omega - omega_min)))
-    return LinearQuadratic(U[:, k : k + 1], H, theory.optimal_loss(data.X, data.y))
+    return LinearQuadratic(U[:, k : k + 1], H, theory.optimal_loss(data.X, data.y), dtype=dtype)
 
 
 def run_stationary_sgd(
