@@ -164,6 +164,15 @@ def test_agreement_table_names_the_undersampled_cells() -> None:
     assert all("undersampled" not in r.worst_point for r in rows)
     assert EXP.agreement(ds, "s")[0].undersampled_cells == "n/a"  # without with_flags
     assert "undersampled_cells" in agreement.table_csv(rows).splitlines()[0]
+    # cells are counted once whatever the operands carry (here a scalar `mode` coordinate)
+    flagged = agreement.with_flags(ds)
+    sim = flagged["var_w_sgd"].where(flagged["eig_M_sgd"].isel(mode=0).notnull())
+    row = agreement.agreement("f", "c", "e", sim, flagged["var_w_theory"], flagged["var_w_sgd_se"])
+    assert row.undersampled_cells == "1 of 2: P=15, p_over_n=1.5"
+    # and two single cells (per-cell rows of the two-layer experiment) by their cell_id
+    one, two = (flagged.isel(cell=k) for k in (0, 1))
+    row = agreement.agreement("f", "c", "e", one["var_w_sgd"], two["var_w_sgd"])
+    assert row.undersampled_cells == "1 of 2"
 
 
 # ------------------------------------------------------------------ (4) the hook changes nothing

@@ -164,27 +164,33 @@ def _unflagged(da: xr.DataArray | None) -> xr.DataArray | None:
     return da.drop_vars(FLAG) if da is not None and FLAG in da.coords else da
 
 
+def _cell_keys(flag: xr.DataArray, j: int, first: xr.DataArray) -> np.ndarray:
+    """An identity per element of a flag coordinate: its ``cell_id`` where the data carry one;
+    else its position, shared with the first operand's when both hold the same flags."""
+    if "cell_id" in flag.coords:
+        return np.broadcast_to(flag.coords["cell_id"].values, flag.shape).ravel().astype(str)
+    same = flag.dims == first.dims and np.array_equal(flag.values, first.values, equal_nan=True)
+    return np.array([f"{0 if same else j}:{k}" for k in range(flag.size)])
+
+
 def _flagged_cells(flags: list[tuple], used: list[np.ndarray]) -> str:
-    """The text "k of n[: labels]" over the cells (elements of the flag coordinates) behind the
-    points; a theory operand taken from the same cells as the simulation is counted once."""
+    """The text "k of n[: labels]" over the distinct cells behind the points (a theory operand
+    from the same cells as the simulation counts them once); "n/a" without flags."""
     present = [flag for flag, _ in flags if flag is not None]
-    if not present:
-        return "n/a"
-    counted, hits, names = 0, 0, []
-    for j, (flag, cells) in enumerate(zip(present, used, strict=True)):
-        if j and flag.identical(present[0]):
-            continue
+    cells: dict[str, tuple[bool, str]] = {}
+    for j, (flag, index) in enumerate(zip(present, used, strict=True)):
+        keys, labels = _cell_keys(flag, j, present[0]), _point_labels(flag).ravel()
         values = flag.values.ravel().astype(float)
-        cells = np.unique(cells)
-        cells = cells[np.isfinite(values[cells])]
-        hit = cells[values[cells] == 1]
-        counted += cells.size
-        hits += hit.size
-        names += [label for label in _point_labels(flag).ravel()[hit] if label]
-    if counted == 0:
+        for k in np.unique(index):
+            if np.isfinite(values[k]):
+                hit = values[k] == 1 or cells.get(keys[k], (False, ""))[0]
+                cells[keys[k]] = (hit, labels[k])
+    if not cells:
         return "n/a"
-    text = f"{hits} of {counted}"
-    return f"{text}: {'; '.join(names)}" if names else text
+    hits = [label for hit, label in cells.values() if hit]
+    text = f"{len(hits)} of {len(cells)}"
+    named = [label for label in hits if label]
+    return f"{text}: {'; '.join(named)}" if named else text
 
 
 CAPTION = (

@@ -365,8 +365,9 @@ def sample(s: Setup, pre: Prerun, plan: LocalPlan, p: Params, rng: np.random.Gen
            progress: Progress) -> Samples:  # fmt: skip
     """Each replica continues for ``sample_steps`` in ``n_blocks`` time blocks, recording all
     second moments about its local point; :func:`analyse_replica` evaluates them. The series of
-    :class:`SlowestModeAndLoss` (at the pre-run linearisation of each replica) give the
-    window's tau_int and effective sample size (``Samples.ess``, logged)."""
+    :class:`SlowestModeAndLoss` (slowest mode of the pre-run linearisation: each replica's with
+    ``local_point = prerun``, replica 0's with ``window``, as :func:`local_plan` computes them)
+    give the window's tau_int and effective sample size (``Samples.ess``, logged)."""
     R, lr, S, sampling = p["replicas"], float(p["lr"]), p["batch_size"], p["sampling"]
     nb = p["n_blocks"]
     out = _empty_samples(pre, plan, p, s.layout.n1, s.layout.n2)
