@@ -252,12 +252,14 @@ def not_sampled(
 
 def ess_log_lines(ess: EffectiveSampleSize) -> list[str]:
     """The cell log's summary line and, if flagged, a WARNING line."""
-    taus = ", ".join(f"{n} {t:.4g} steps" for n, t in zip(ess.names, ess.tau_steps, strict=True))
+    taus = ", ".join(
+        f"{n} {t:.4g} +- {se:.2g} steps"
+        for n, t, se in zip(ess.names, ess.tau_steps, ess.tau_se_steps, strict=True)
+    )
     esss = ", ".join(f"{n} {e:.4g}" for n, e in zip(ess.names, ess.ess, strict=True))
     lines = [
-        f"tau_int {taus} (+- {np.nanmax(ess.tau_se_steps):.2g}; series spacing "
-        f"{ess.spacing_steps} steps); ESS {esss} (R = {ess.replicas}); sampled "
-        f"{ess.sampled_tau:.3g} tau_int"
+        f"tau_int {taus} (series spacing {ess.spacing_steps} steps); ESS {esss} "
+        f"(R = {ess.replicas}); sampled {ess.sampled_tau:.3g} tau_int"
     ]
     if ess.undersampled:
         lines.append(
