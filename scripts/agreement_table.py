@@ -17,7 +17,7 @@ for path, (experiment, label) in zip(
     if exp.agreement is None:
         continue
     with xr.open_dataset(path) as ds:
-        rows += exp.agreement(ds.load(), label)
+        rows += exp.agreement(agreement.with_flags(ds.load()), label)
 Path(snakemake.output.csv).write_text(agreement.table_csv(rows))
 Path(snakemake.output.html).write_text(agreement.table_html(rows, agreement.CAPTION))
 log.info("wrote %d rows", len(rows))

@@ -13,6 +13,13 @@ points (cells, modes, times, ...) of one comparison:
 Points where the theory vanishes (|theory| <= ``floor`` max |theory|, e.g. N >= P where C = 0 by
 Eq. 16) or either value is not finite (diverged SGD) are left out. Rows without a standard error
 (theory-only figures, single-realisation matrices) carry NaN in the SE and z columns.
+
+Cells sampled for too few autocorrelation times: a merged dataset with a per-cell
+``undersampled`` variable (:mod:`weightdyn.observables`) is passed through :func:`with_flags`,
+which makes the flag a coordinate; every DataArray a row takes from the dataset then carries it,
+and :func:`agreement` reports, among the cells whose points the row uses, how many are flagged
+(``undersampled_cells``: "k of n", with the flagged cells' varying coordinates; "n/a" where the
+data carry no flag). No experiment's agreement code needs to know about it.
 """
 
 from __future__ import annotations
@@ -25,6 +32,8 @@ import numpy as np
 import xarray as xr
 
 PAPER = "000"
+#: the per-cell flag of :mod:`weightdyn.observables` (fewer than 50 tau_int sampled)
+FLAG = "undersampled"
 
 
 @dataclass(frozen=True)
@@ -41,6 +50,13 @@ class Agreement:
     max_abs_z: float
     worst_point: str
     paper: str = PAPER
+    undersampled_cells: str = "n/a"
+
+
+def with_flags(ds: xr.Dataset) -> xr.Dataset:
+    """``ds`` with its ``undersampled`` variable (if any) as a coordinate, so that the rows built
+    from it report the flagged cells they use (module docstring)."""
+    return ds.set_coords(FLAG) if FLAG in ds.data_vars else ds
 
 
 def _point_labels(da: xr.DataArray) -> np.ndarray:
@@ -50,7 +66,9 @@ def _point_labels(da: xr.DataArray) -> np.ndarray:
         coords = [
             name
             for name, coord in da.coords.items()
-            if coord.dims == (dim,) and np.unique(coord.values).size > 1 and name != "cell_id"
+            if coord.dims == (dim,)
+            and np.unique(coord.values).size > 1
+            and name not in ("cell_id", FLAG)
         ]
         if not coords and da.sizes[dim] > 1:
             coords = [None]
@@ -85,13 +103,16 @@ def agreement(
 ) -> Agreement:
     """Pool the relative deviations and z-scores of ``sim`` (+- ``sim_se``) from ``theory``."""
     theory = xr.DataArray(theory) if not isinstance(theory, xr.DataArray) else theory
+    flags = [_flag(a) for a in (sim, theory)]
+    sim, theory, sim_se, theory_se = (_unflagged(a) for a in (sim, theory, sim_se, theory_se))
     zero = xr.zeros_like(sim)
     has_se = sim_se is not None or theory_se is not None
-    sim, theory, sim_se, theory_se = xr.broadcast(
+    sim, theory, sim_se, theory_se, *where = xr.broadcast(
         sim,
         theory,
         zero if sim_se is None else sim_se,
         zero if theory_se is None else theory_se,
+        *(index for _, index in flags if index is not None),
     )
     labels = _point_labels(sim).ravel()
     s, t = sim.values.ravel(), theory.values.ravel()
@@ -101,8 +122,9 @@ def agreement(
     keep = finite & (np.abs(t) > floor * scale)
     s, t, se, labels = s[keep], t[keep], se[keep], labels[keep]
     n = int(s.size)
+    flagged = _flagged_cells(flags, [w.values.ravel()[keep] for w in where])
     if n == 0:
-        return Agreement(figure, compared, equations, 0, *([np.nan] * 4), "", paper)
+        return Agreement(figure, compared, equations, 0, *([np.nan] * 4), "", paper, flagged)
     rel = s / t - 1.0
     rel_se = se / np.abs(t)
     if has_se:
@@ -125,14 +147,59 @@ def agreement(
         max_z,
         str(labels[worst]),
         paper,
+        flagged,
     )
+
+
+def _flag(da: xr.DataArray) -> tuple[xr.DataArray | None, xr.DataArray | None]:
+    """(the ``undersampled`` coordinate of ``da``, an index of its elements) or (None, None)."""
+    if FLAG not in da.coords:
+        return None, None
+    flag = da.coords[FLAG]
+    index = xr.DataArray(np.arange(flag.size).reshape(flag.shape), dims=flag.dims)
+    return flag, index
+
+
+def _unflagged(da: xr.DataArray | None) -> xr.DataArray | None:
+    return da.drop_vars(FLAG) if da is not None and FLAG in da.coords else da
+
+
+def _cell_keys(flag: xr.DataArray, j: int, first: xr.DataArray) -> np.ndarray:
+    """An identity per element of a flag coordinate: its ``cell_id`` where the data carry one;
+    else its position, shared with the first operand's when both hold the same flags."""
+    if "cell_id" in flag.coords:
+        return np.broadcast_to(flag.coords["cell_id"].values, flag.shape).ravel().astype(str)
+    same = flag.dims == first.dims and np.array_equal(flag.values, first.values, equal_nan=True)
+    return np.array([f"{0 if same else j}:{k}" for k in range(flag.size)])
+
+
+def _flagged_cells(flags: list[tuple], used: list[np.ndarray]) -> str:
+    """The text "k of n[: labels]" over the distinct cells behind the points (a theory operand
+    from the same cells as the simulation counts them once); "n/a" without flags."""
+    present = [flag for flag, _ in flags if flag is not None]
+    cells: dict[str, tuple[bool, str]] = {}
+    for j, (flag, index) in enumerate(zip(present, used, strict=True)):
+        keys, labels = _cell_keys(flag, j, present[0]), _point_labels(flag).ravel()
+        values = flag.values.ravel().astype(float)
+        for k in np.unique(index):
+            if np.isfinite(values[k]):
+                hit = values[k] == 1 or cells.get(keys[k], (False, ""))[0]
+                cells[keys[k]] = (hit, labels[k])
+    if not cells:
+        return "n/a"
+    hits = [label for hit, label in cells.values() if hit]
+    text = f"{len(hits)} of {len(cells)}"
+    named = [label for label in hits if label]
+    return f"{text}: {'; '.join(named)}" if named else text
 
 
 CAPTION = (
     "Relative deviation sim/theory - 1 per point, pooled per comparison: mean with its "
     "standard error (points treated as independent), largest |deviation| and largest "
     "|z| = |sim - theory| / SE, and the point where |z| (or |deviation| without SE) is "
-    "largest. n/a: no standard error available."
+    "largest. n/a: no standard error available. Undersampled cells: of the cells whose points "
+    "a row uses, those sampled for fewer than 50 integrated autocorrelation times of their "
+    "slowest observables (their error bars are not reliable)."
 )
 
 COLUMNS = (
@@ -146,6 +213,7 @@ COLUMNS = (
     ("max_abs_rel_dev", "max |rel. deviation|"),
     ("max_abs_z", "max |z|"),
     ("worst_point", "at"),
+    ("undersampled_cells", "undersampled cells"),
 )
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from weightdyn.observables import MAX_SERIES_BYTES
+
 BASE_MB = 400  # interpreter, numpy, numba and xarray
 SL_MULADDS_PER_S = 7.5e8  # single-layer kernel: S * N multiply-adds per replica-step
 TL_MULADDS_PER_S = 2.5e8  # two-layer kernel: S * N_h * (N_i + N_o) per replica-step
@@ -40,15 +42,18 @@ def single_layer_theory(cell: Mapping[str, object], attempt: int = 1) -> dict[st
 def single_layer_sgd(
     cell: Mapping[str, object], protocol: Mapping[str, object], attempt: int = 1
 ) -> dict[str, int]:
-    """R replicas, at most burnin_max_steps + sample_max_steps steps, R x blocks x N^2 moments."""
+    """R replicas, at most burnin_max_steps + sample_max_steps steps, R x blocks x N^2 moments,
+    and the observable series of the effective sample size (two per record, capped at 32 MiB,
+    three times over while its autocorrelation is computed)."""
     N, P, S = int(cell["N"]), int(cell["P"]), int(cell["batch_size"])
     replicas = int(protocol.get("replicas", 64))
     blocks = int(protocol.get("n_blocks", 4))
-    steps = int(protocol.get("burnin_max_steps", 2_000_000)) + int(
-        protocol.get("sample_max_steps", 10_000_000)
-    )
+    sample = int(protocol.get("sample_max_steps", 10_000_000))
+    steps = int(protocol.get("burnin_max_steps", 2_000_000)) + sample
     seconds = replicas * steps * S * N / SL_MULADDS_PER_S
-    floats = P * N + 2 * replicas * blocks * N * (N + 1) + 4 * replicas * 65_536
+    records = sample // max(1, int(protocol.get("thin", 10)))
+    series = min(MAX_SERIES_BYTES / 8, 2 * replicas * records)
+    floats = P * N + 2 * replicas * blocks * N * (N + 1) + 4 * replicas * 65_536 + 3 * series
     return {"mem_mb": attempt * _mb(floats), "runtime": _minutes(seconds, attempt)}
 
 

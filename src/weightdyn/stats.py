@@ -13,10 +13,12 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 __all__ = [
+    "IntegratedTime",
     "LineFit",
     "eigenvalues_with_se",
     "group_covariances",
     "integrated_autocorrelation_time",
+    "integrated_time",
     "jackknife",
     "jackknife_of_mean",
     "line_fit",
@@ -116,33 +118,89 @@ def mean_with_se(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return values.mean(axis=0), values.std(axis=0, ddof=1) / np.sqrt(n)
 
 
-def integrated_autocorrelation_time(series: np.ndarray, c: float = 5.0) -> np.ndarray:
-    """Integrated autocorrelation time with Sokal's automatic windowing.
+class IntegratedTime(NamedTuple):
+    """Integrated autocorrelation time, in units of the series spacing, with Sokal's window.
 
-    ``tau(M) = 1 + 2 sum_{t=1}^{M} rho(t)``, with the smallest window ``M >= c * tau(M)``.
-    ``series`` is (T,) or (T, ...) (time along axis 0; one tau per trailing index).
-    A constant series gives tau = 1.
+    ``tau`` and ``window`` (the summation window M) per observable; ``se`` is Sokal's standard
+    error ``tau sqrt(2 (2M + 1) / n)`` with ``n`` the number of independent series points
+    (series length times the number of replicas averaged). ``replicas`` counts the replicas that
+    entered the average (constant ones are left out).
+    """
+
+    tau: np.ndarray
+    window: np.ndarray
+    se: np.ndarray
+    replicas: np.ndarray
+
+
+def _normalised_acf(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(rho, varies): the FFT autocorrelation of every column of ``x`` (T, m) about its own
+    mean, normalised to rho(0) = 1 (biased, 1/T, estimator as emcee's ``function_1d``), and
+    whether the column varies at all (a constant column has rho = 0)."""
+    T = x.shape[0]
+    x = np.ascontiguousarray((x - x.mean(axis=0)).T)  # FFTs along contiguous rows
+    nfft = 1 << int(np.ceil(np.log2(2 * T)))
+    acov = np.empty((T, x.shape[0]))
+    step = max(1, (1 << 22) // nfft)  # a few MB of spectra at a time
+    for lo in range(0, x.shape[0], step):
+        f = np.fft.rfft(x[lo : lo + step], n=nfft, axis=1)
+        acov[:, lo : lo + step] = np.fft.irfft(f.real**2 + f.imag**2, n=nfft, axis=1)[:, :T].T
+    varies = acov[0] > 0
+    rho = np.zeros_like(acov)
+    np.divide(acov, acov[0], out=rho, where=varies)
+    return rho, varies
+
+
+def _sokal_window(rho: np.ndarray, c: float) -> tuple[np.ndarray, np.ndarray]:
+    """(tau(M), M) per column of ``rho`` (T, m): ``tau(M) = 1 + 2 sum_{t=1}^{M} rho(t)`` at the
+    smallest window ``M >= c tau(M)`` (the last lag if there is none)."""
+    T = rho.shape[0]
+    tau = 2.0 * np.cumsum(rho, axis=0) - 1.0
+    ok = np.arange(T)[:, None] >= c * tau
+    m = np.where(ok.any(axis=0), np.argmax(ok, axis=0), T - 1)
+    return tau[m, np.arange(rho.shape[1])], m
+
+
+def integrated_time(
+    series: np.ndarray, c: float = 5.0, ensemble_axis: int | None = None
+) -> IntegratedTime:
+    """Integrated autocorrelation time with Sokal's automatic windowing (Sokal 1997, Sec. 3).
+
+    ``tau(M) = 1 + 2 sum_{t=1}^{M} rho(t)`` with the normalised autocorrelation ``rho`` of the
+    mean-subtracted series, at the smallest window ``M >= c tau(M)`` (c = 5 as Sokal and emcee).
+    ``series`` has time along axis 0; one tau per trailing index. With ``ensemble_axis`` (e.g.
+    1 for (T, R, m) replicas), the normalised autocorrelation functions of the replicas are
+    averaged before the window search, as emcee's ``autocorr.integrated_time`` does for walkers;
+    replicas that do not vary are left out. This is the algorithm of emcee 3 (same FFT estimator,
+    same window rule) and agrees with it to rounding. A constant series gives tau = 1, M = 0.
     """
     x = np.asarray(series, dtype=np.float64)
-    scalar = x.ndim == 1
-    x = x.reshape(x.shape[0], -1)
-    T = x.shape[0]
-    if T < 2:
+    if x.shape[0] < 2:
         raise ValueError("need at least 2 time points")
-    x = x - x.mean(axis=0)
-    nfft = 1 << int(np.ceil(np.log2(2 * T)))
-    f = np.fft.rfft(x, n=nfft, axis=0)
-    acov = np.fft.irfft(f * np.conj(f), n=nfft, axis=0)[:T]
-    taus = np.ones(x.shape[1])
-    for j in range(x.shape[1]):
-        if acov[0, j] <= 0:
-            continue
-        rho = acov[:, j] / acov[0, j]
-        tau = 2.0 * np.cumsum(rho) - 1.0
-        ok = np.arange(T) >= c * tau
-        m = int(np.argmax(ok)) if ok.any() else T - 1
-        taus[j] = tau[m]
-    return taus[0] if scalar else taus.reshape(np.asarray(series).shape[1:])
+    if ensemble_axis is None:
+        x = x[:, None]
+    elif ensemble_axis % x.ndim != 1:
+        x = np.moveaxis(x, ensemble_axis, 1)
+    T, R = x.shape[:2]
+    shape = x.shape[2:]
+    rho, varies = _normalised_acf(x.reshape(T, -1))
+    rho = rho.reshape(T, R, -1)
+    n_rep = varies.reshape(R, -1).sum(axis=0)
+    mean = rho.sum(axis=1) / np.maximum(n_rep, 1)
+    tau, m = _sokal_window(mean, c)
+    tau = np.where(n_rep > 0, tau, 1.0)
+    m = np.where(n_rep > 0, m, 0)
+    se = tau * np.sqrt(2.0 * (2 * m + 1) / (T * np.maximum(n_rep, 1)))
+    return IntegratedTime(*(a.reshape(shape) for a in (tau, m, se, n_rep)))
+
+
+def integrated_autocorrelation_time(series: np.ndarray, c: float = 5.0) -> np.ndarray:
+    """Integrated autocorrelation time of each column, :func:`integrated_time` (Sokal's window
+    ``M >= c tau(M)``). ``series`` is (T,) or (T, ...) (time along axis 0; one tau per trailing
+    index). A constant series gives tau = 1.
+    """
+    tau = integrated_time(series, c).tau
+    return tau[()] if tau.ndim == 0 else tau
 
 
 class LineFit(NamedTuple):

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from weightdyn.data import TeacherStudentData
+from weightdyn.observables import LinearQuadratic, Observables
 from weightdyn.single_layer import theory
 from weightdyn.single_layer.sgf import SGFResult, run_sgf
 from weightdyn.single_layer.simulate import SGDResult, run_sgd
@@ -90,6 +91,19 @@ def _plan(
     return w_star, protocol, tau
 
 
+def slowest_mode_and_loss(data: TeacherStudentData, dtype: str = "float32") -> LinearQuadratic:
+    """The observable hook of a stationary cell: ``dw = w - w*`` projected on the Hessian
+    eigenvector of the smallest nonzero eigenvalue (the slowest mode, Eq. 27; the range cut of
+    :func:`theory.slowest_relaxation_steps`), and the training loss
+    ``L(w* + dw) = L* + dw^T H dw / 2`` (Eq. 9, exact for the linear network; the gradient
+    vanishes at w*). Products in single precision by default (``LinearQuadratic.dtype``)."""
+    H = theory.hessian(data.X)
+    omega, U = np.linalg.eigh(0.5 * (H + H.T))
+    omega_min = 1.0 / theory.slowest_relaxation_steps(H, 1.0)
+    k = int(np.argmin(np.abs(omega - omega_min)))
+    return LinearQuadratic(U[:, k : k + 1], H, theory.optimal_loss(data.X, data.y), dtype=dtype)
+
+
 def run_stationary_sgd(
     data: TeacherStudentData,
     lr: float,
@@ -98,10 +112,13 @@ def run_stationary_sgd(
     protocol: SGDProtocol,
     rng: np.random.Generator,
     progress: Callable[[str], None] | None = None,
+    observables: Observables | None = None,
 ) -> tuple[np.ndarray, SGDResult]:
     """Run the cell's SGD replicas (Eqs. 10-11) to stationarity and sample them; (w*, result).
 
     Over-parameterised cells (N >= P) start at w* and run briefly (see :func:`_plan`).
+    ``observables`` (e.g. :func:`slowest_mode_and_loss`) is the optional hook of
+    :func:`~weightdyn.single_layer.simulate.run_sgd` on ``dw = w - w*``.
     """
     w_star, protocol, tau = _plan(data, lr, protocol)
     w_init = initial_weights(w_star, protocol, rng)
@@ -119,6 +136,7 @@ def run_stationary_sgd(
         n_blocks=protocol.n_blocks,
         rng=rng,
         progress=progress,
+        observables=observables,
     )
     return w_star, result
 
@@ -142,13 +160,15 @@ def run_stationary_sgf(
     noise: str,
     dt_over_lr: float = 1.0,
     progress: Callable[[str], None] | None = None,
+    observables: Observables | None = None,
 ) -> tuple[np.ndarray, SGFResult]:
     """Integrate the SGF of Eq. 13 (``noise``: ``"additive"``, C(w*) of Eq. 17, or
     ``"multiplicative"``, C(w) of Eqs. 14-15) to stationarity and sample it; (w*, result).
 
     Euler-Maruyama steps of size ``dt = dt_over_lr * lr`` cover the SDE time of the SGD protocol
     (:func:`sgf_steps`); with ``dt_over_lr = 1`` one Euler step per SGD step, as the old
-    SGD-vs-SGF experiment ran. Starts as :func:`run_stationary_sgd` does.
+    SGD-vs-SGF experiment ran. Starts as :func:`run_stationary_sgd` does; ``observables`` as
+    there (:func:`~weightdyn.single_layer.sgf.run_sgf`).
     """
     w_star, protocol, tau = _plan(data, lr, protocol)
     w_init = initial_weights(w_star, protocol, rng)
@@ -169,5 +189,6 @@ def run_stationary_sgf(
         noise=noise,
         dt=dt_over_lr * lr,
         progress=progress,
+        observables=observables,
     )
     return w_star, result

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from weightdyn.observables import Observables, SeriesRecorder, in_basis, series_fields
 from weightdyn.single_layer import theory
 from weightdyn.single_layer.simulate import SAMPLING_MODES, SGDResult
 
@@ -251,6 +252,7 @@ def run_sgf(
     dt: float | None = None,
     chunk_steps: int = 4096,
     progress: Callable[[str], None] | None = None,
+    observables: Observables | None = None,
 ) -> SGFResult:
     """Integrate Eq. 13 for R replicas (rows of ``w_init``) and accumulate weight moments.
 
@@ -265,6 +267,11 @@ def run_sgf(
     (Eq. 14) at each replica's current weights; see the module docstring. ``sampling`` selects
     the App. C prefactor of ``C``. A replica leaving ``1e6 (max|w_ref| + 1)`` or turning
     non-finite stops the run with ``diverged=True`` and NaN moments.
+
+    ``observables``: an optional hook on ``dw = w - w_ref`` (weight-space coordinates), called on
+    each sampling chunk's records as in :func:`~weightdyn.single_layer.simulate.run_sgd` (additive
+    noise records eigenbasis coordinates; the hook is rotated to them,
+    :func:`weightdyn.observables.in_basis`); it changes no other result bit.
 
     Raises
     ------
@@ -321,6 +328,11 @@ def run_sgf(
     with np.errstate(all="ignore"):
         bound = float(_DIVERGENCE_FACTOR * (np.max(np.abs(w_ref), initial=0.0) + 1.0))
 
+    recorder = None
+    if observables is not None:
+        hook = in_basis(observables, state.V) if noise == "additive" else observables
+        recorder = SeriesRecorder(hook, sample_steps // thin, R)
+
     def ok(dw: FloatArray) -> bool:
         with np.errstate(all="ignore"):
             return bool(np.all(np.abs(dw) <= bound))
@@ -363,6 +375,8 @@ def run_sgf(
                 if not ok(rec):
                     diverged = True
                     break
+                if recorder is not None:
+                    recorder.add(rec.transpose(1, 0, 2))
                 s1[:, b] += rec.sum(axis=1)
                 s2[:, b] += np.matmul(rec.transpose(0, 2, 1), rec)
                 n_records.reshape(R, n_blocks)[:, b] += n_rec
@@ -390,6 +404,7 @@ def run_sgf(
         elapsed_s=time.perf_counter() - t_start,
         noise=noise,
         dt=dt,
+        **series_fields(recorder, thin),
     )
 
 

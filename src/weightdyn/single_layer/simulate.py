@@ -44,6 +44,7 @@ import numpy as np
 from numba import njit
 
 from weightdyn.minibatch import draw_batch
+from weightdyn.observables import Observables, SeriesRecorder, series_fields
 from weightdyn.streams import BlockStream, ProgressReporter
 
 __all__ = [
@@ -209,6 +210,10 @@ class SGDResult:
 
     Group ``g = replica * n_blocks + block``. ``sum_dw`` (G, N) and ``sum_dwdw`` (G, N, N)
     are sums over the ``n_records[g]`` recorded snapshots; they are NaN if ``diverged``.
+
+    With an observable hook (``observables`` of :func:`run_sgd`): ``obs_series`` (T, R, m), the
+    hook's ``obs_names`` over the sampling window, one point every ``obs_spacing`` steps
+    (:class:`weightdyn.observables.SeriesRecorder`), and ``obs_elapsed_s``, the time spent in it.
     """
 
     sum_dw: np.ndarray
@@ -223,6 +228,10 @@ class SGDResult:
     replicas: int
     final_W: np.ndarray
     elapsed_s: float
+    obs_series: np.ndarray | None = None
+    obs_names: tuple[str, ...] = ()
+    obs_spacing: int = 0
+    obs_elapsed_s: float = 0.0
 
 
 def run_sgd(
@@ -240,6 +249,7 @@ def run_sgd(
     rng: np.random.Generator,
     chunk_steps: int = 4096,
     progress: Callable[[str], None] | None = None,
+    observables: Observables | None = None,
 ) -> SGDResult:
     """Run R SGD replicas (paper 000, Eqs. 10-11) and accumulate weight moments.
 
@@ -257,6 +267,11 @@ def run_sgd(
     ends), the run stops and returns ``diverged=True`` with NaN moments.
 
     ``progress``, if given, is called with a status string about every 10 % of the steps.
+
+    ``observables``, an optional hook (e.g. :class:`weightdyn.observables.LinearQuadratic`), is
+    called on the ``dw`` records of every sampling chunk after they exist and before they are
+    accumulated; it reads them only, so every other field is bit-identical with and without it.
+    Its series are returned in ``obs_series`` (see :class:`SGDResult`).
     """
     with_replacement = _check_sampling(sampling)
     X = np.ascontiguousarray(X, dtype=np.float64)
@@ -302,6 +317,9 @@ def run_sgd(
     t_start = time.perf_counter()
     done = 0
     empty_rec = np.empty((0, R, N))
+    recorder = None
+    if observables is not None:
+        recorder = SeriesRecorder(observables, sample_steps // thin, R)
 
     # ---- burn-in ----
     pos = 0
@@ -331,6 +349,8 @@ def run_sgd(
                 diverged = True
                 break
             dw = rec - w_ref  # (n_rec, R, N)
+            if recorder is not None:
+                recorder.add(dw)
             groups = np.arange(R) * n_blocks + b
             for g0 in range(0, n_rec, _RECORD_GROUP):
                 d = dw[g0 : g0 + _RECORD_GROUP].transpose(1, 0, 2)  # (R, k, N)
@@ -356,4 +376,5 @@ def run_sgd(
         replicas=R,
         final_W=W,
         elapsed_s=time.perf_counter() - t_start,
+        **series_fields(recorder, thin),
     )

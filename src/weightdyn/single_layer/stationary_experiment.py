@@ -21,6 +21,9 @@ Simulated cells fill the variables of the old SGD files (``eig_M_sgd``, ``var_w_
 whatever the dynamics, so one name holds one estimator and a merged sweep compares dynamics by its
 ``dynamics`` coordinate; their long names say "SGD or SGF". ``frobenius_error_eq30`` is the
 relative distance of the simulated covariance from Eq. 30 (the old SGD-vs-SGF figure's epsilon_F).
+Simulated cells also hold the integrated autocorrelation times of the slowest Hessian mode and of
+the training loss (``tau_int_slowest``, ``tau_int_loss``, in steps), the effective sample sizes
+(``ess_*``) and ``undersampled`` (fewer than 50 tau_int sampled; :mod:`weightdyn.observables`).
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from weightdyn import resources, seeds, stats
+from weightdyn import observables, resources, seeds, stats
 from weightdyn.agreement import Agreement, agreement
 from weightdyn.data import TeacherStudentData
 from weightdyn.experiments import (
@@ -50,6 +53,7 @@ from weightdyn.single_layer.datasets import euler_dataset, sgd_dataset, theory_d
 from weightdyn.single_layer.protocol import (
     run_stationary_sgd,
     run_stationary_sgf,
+    slowest_mode_and_loss,
 )
 from weightdyn.single_layer.simulate import SGDResult
 from weightdyn.single_layer.teacher_student import N_TEST, TEACHER_STUDENT
@@ -127,14 +131,33 @@ def _derive(params: dict[str, Any]) -> dict[str, Any]:
 def _simulate(
     data: TeacherStudentData, params: Params, progress: Progress
 ) -> tuple[np.ndarray, SGDResult]:
-    """(w*, moments) of the cell's dynamics, seeded by the old seven cell keys."""
+    """(w*, moments) of the cell's dynamics, seeded by the old seven cell keys, with the series
+    of the slowest Hessian mode and the training loss (:func:`slowest_mode_and_loss`)."""
     dynamics = params["dynamics"]
     rng = seeds.generator(STREAMS[dynamics], {key: params[key] for key in CELL_KEYS})
     args = (data, params["lr"], params["batch_size"], params["sampling"], sp.protocol(params), rng)
+    hook = {"progress": progress, "observables": slowest_mode_and_loss(data)}
     if dynamics == "sgd":
-        return run_stationary_sgd(*args, progress=progress)
+        return run_stationary_sgd(*args, **hook)
     noise = dynamics.removeprefix("sgf_")
-    return run_stationary_sgf(*args, noise, params["dt_over_lr"], progress=progress)
+    return run_stationary_sgf(*args, noise, params["dt_over_lr"], **hook)
+
+
+def _ess_dataset(data: TeacherStudentData, result: SGDResult, progress: Progress) -> xr.Dataset:
+    """tau_int and ESS of the slowest mode and the loss; the flag ``undersampled`` (fewer than
+    50 tau_int sampled). NaN and not flagged where nothing fluctuates (diverged, or N >= P:
+    Eq. 16). Logged through ``progress``, with a WARNING line when flagged."""
+    names = result.obs_names
+    if result.diverged or data.N >= data.P or result.obs_series is None:
+        ess = observables.not_sampled(names, result.sample_steps, result.replicas)
+    else:
+        ess = observables.effective_sample_size(
+            result.obs_series, result.obs_spacing, result.sample_steps, names
+        )
+        for line in observables.ess_log_lines(ess):
+            progress(line)
+    variables = observables.ess_variables(ess, SIM_METHOD[0], SIM_METHOD[1])
+    return xr.Dataset({name: value for name, value in variables.items()})
 
 
 def _frobenius_error(data: TeacherStudentData, params: Params, result: SGDResult) -> xr.Dataset:
@@ -163,9 +186,11 @@ def run_cell(params: Params, progress: Progress) -> xr.Dataset:
     parts = [theory_dataset(data, lr, S, sampling)]
     if dynamics != "none":
         w_star, result = _simulate(data, params, progress)
-        progress(f"{dynamics}: diverged={result.diverged}, {result.elapsed_s:.1f} s")
+        progress(f"{dynamics}: diverged={result.diverged}, {result.elapsed_s:.1f} s (of it "
+                 f"{result.obs_elapsed_s:.2f} s in the observable hook)")  # fmt: skip
         parts += [sgd_dataset(data, w_star, result, *SIM_METHOD)]
         parts += [_frobenius_error(data, params, result)]
+        parts += [_ess_dataset(data, result, progress)]
     if dynamics.startswith("sgf_"):
         parts.append(euler_dataset(data, lr, S, sampling, params["dt_over_lr"] * lr))
     return xr.merge(parts)

@@ -7,6 +7,11 @@ and averaged over replicas (each replica sorted first); their standard errors ar
 jackknife over (replica, time-block) groups, except the unprojected ``cov(vec dW1)`` spectrum and
 the loss perturbations, whose errors are the spread over replicas.
 
+``tau_int_slowest``, ``tau_int_loss``, ``ess_*`` and ``undersampled`` are the integrated
+autocorrelation times (in steps) of the slowest drift mode and of the loss over the sampling
+window, the effective sample sizes and the flag "sampled for fewer than 50 tau_int"
+(:mod:`weightdyn.observables`).
+
 Variables named ``*_sgd`` hold the simulated chains of the cell's ``dynamics`` (SGD, or the SGF
 of Eqs. 51-52 for ``dynamics = sgf``); the names are those of the SGD-only cells before the
 ``dynamics`` axis existed. Weights, losses and step counts are dimensionless (units "1"); the
@@ -18,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
+from weightdyn import observables
 from weightdyn.experiments import Params
 from weightdyn.io import attrs
 from weightdyn.two_layer.linalg import (
@@ -340,12 +346,26 @@ def cell_dataset(s: Setup, a: TheoryAtW0, pre: Prerun, plan: LocalPlan, smp: Sam
         v.update(relaxation_values(rel))
     v["diverged"] = 0
     lag = v.pop("lag_steps", None)
-    return assemble(v, _coords(p, v.pop("trace_step"), a.tau0, lag), p)
+    ds = assemble(v, _coords(p, v.pop("trace_step"), a.tau0, lag), p)
+    return ds.assign(ess_variables(smp.ess))
+
+
+#: the effective-sample-size variables' method and source (the sampling window of step 5)
+_ESS = (_SIM, f"{PAPER} Eqs. 40-41 (SGD) or 51-52 (SGF), the sampling window (protocol step 5)")
+
+
+def ess_variables(ess: observables.EffectiveSampleSize | None) -> dict[str, tuple]:
+    """tau_int of the slowest drift mode and of the loss, ESS and the ``undersampled`` flag
+    (:func:`weightdyn.observables.ess_variables`); NaN and not flagged without samples."""
+    if ess is None:
+        ess = observables.not_sampled(("slowest", "loss"))
+    return observables.ess_variables(ess, *_ESS)
 
 
 def diverged_dataset(s: Setup, a: TheoryAtW0, p: Params, stage: str) -> xr.Dataset:
     """The dataset of a cell whose chains diverged: theory at W^0, flag, NaN elsewhere."""
     v = {**theory_values(s, a, p), "diverged": 1}
     ds = assemble(v, _coords(p, np.zeros(0, dtype=np.int64), a.tau0, None), p)
+    ds = ds.assign(ess_variables(None))
     ds.attrs["diverged_in"] = stage
     return ds

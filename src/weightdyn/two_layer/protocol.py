@@ -22,6 +22,8 @@
    (rank ``N_o N_i``), are compared with the linearisation (:func:`analyse_replica`), and the
    **loss perturbations** of Fig. 7 (Eq. 73, IVFR) are taken along the eigenvectors of the
    projected ``cov(dW2)`` and of the unprojected ``cov(vec dW1)`` (:func:`loss_perturbations`).
+   The series of the slowest drift mode and of the loss (:class:`SlowestModeAndLoss`) give the
+   integrated autocorrelation time and effective sample size of the window.
 6. :func:`relaxation` - autocorrelation of the drift eigenmodes ``chi_k`` of the local
    linearisation over ``relax_tau`` local relaxation times, against ``exp(-sigma_x^2 omega_k t)``
    (Eqs. 74-78), ``t = lr steps``.
@@ -41,7 +43,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from weightdyn import seeds
+from weightdyn import observables, seeds
 from weightdyn.experiments import Params, Progress
 from weightdyn.two_layer import simulate as sim
 from weightdyn.two_layer import theory as tl
@@ -305,6 +307,8 @@ class Samples:
     final_W2: np.ndarray
     traces: list[dict[str, np.ndarray]] = field(default_factory=list)
     Mz_sim: np.ndarray | None = None  # replica 0's covariance in the Z basis (Fig. 6a)
+    series: list[np.ndarray] = field(default_factory=list)  # (T, 1, 2) per replica
+    ess: observables.EffectiveSampleSize | None = None
 
 
 def _empty_samples(pre: Prerun, plan: LocalPlan, p: Params, n1: int, n2: int) -> Samples:
@@ -320,10 +324,50 @@ def _empty_samples(pre: Prerun, plan: LocalPlan, p: Params, n1: int, n2: int) ->
     )  # fmt: skip
 
 
+@dataclass(frozen=True)
+class SlowestModeAndLoss:
+    """Observable hook of the sampling window (:mod:`weightdyn.observables`) on the records
+    ``(W1, W2)`` (n_rec, R, N_h, N_i), (n_rec, R, N_o, N_h):
+
+    - ``theta - theta_ref`` (row-major, the simulation's order) projected on ``q``, the drift
+      eigenvector of the smallest nonzero eigenvalue of the exact linearisation (the slowest
+      relaxing direction, Eq. 74; the zero modes along the manifold of minima are excluded);
+    - the loss ``L = L* + tr[(w - w*) Sigma_xx (w - w*)^T] / 2`` of ``w = W2 W1``: Eq. 36 is
+      quadratic in the product, and the linear term vanishes at the least-squares ``w*`` (Eq. 39),
+      so this is exact and costs no pass over the data.
+    """
+
+    q: np.ndarray  # (n1 + n2,)
+    theta_ref: np.ndarray  # (n1 + n2,)
+    w_star: np.ndarray  # (N_o, N_i)
+    Sxx: np.ndarray  # (N_i, N_i)
+    L_star: float
+    names: tuple[str, ...] = ("slowest", "loss")
+
+    @classmethod
+    def at(cls, s: Setup, lin: Linearisation, W1_ref: np.ndarray,
+           W2_ref: np.ndarray) -> SlowestModeAndLoss:  # fmt: skip
+        """The hook about ``(W1_ref, W2_ref)`` with the slowest nonzero mode of ``lin``."""
+        theta_ref = np.concatenate([W1_ref.ravel(), W2_ref.ravel()])
+        L_star = sim.loss(s.X, s.Y, np.eye(s.X.shape[1]), s.w_star)
+        return cls(lin.Q[:, -1].copy(), theta_ref, s.w_star, s.X.T @ s.X / s.X.shape[0], L_star)
+
+    def __call__(self, rec1: np.ndarray, rec2: np.ndarray) -> np.ndarray:
+        n, R = rec1.shape[:2]
+        theta = np.concatenate([rec1.reshape(n, R, -1), rec2.reshape(n, R, -1)], axis=2)
+        proj = (theta - self.theta_ref) @ self.q
+        d = np.matmul(rec2, rec1) - self.w_star  # (n, R, N_o, N_i)
+        loss = self.L_star + 0.5 * np.einsum("nroi,ij,nroj->nr", d, self.Sxx, d)
+        return np.stack([proj, loss], axis=-1)
+
+
 def sample(s: Setup, pre: Prerun, plan: LocalPlan, p: Params, rng: np.random.Generator,
            progress: Progress) -> Samples:  # fmt: skip
     """Each replica continues for ``sample_steps`` in ``n_blocks`` time blocks, recording all
-    second moments about its local point; :func:`analyse_replica` evaluates them."""
+    second moments about its local point; :func:`analyse_replica` evaluates them. The series of
+    :class:`SlowestModeAndLoss` (slowest mode of the pre-run linearisation: each replica's with
+    ``local_point = prerun``, replica 0's with ``window``, as :func:`local_plan` computes them)
+    give the window's tau_int and effective sample size (``Samples.ess``, logged)."""
     R, lr, S, sampling = p["replicas"], float(p["lr"]), p["batch_size"], p["sampling"]
     nb = p["n_blocks"]
     out = _empty_samples(pre, plan, p, s.layout.n1, s.layout.n2)
@@ -335,13 +379,21 @@ def sample(s: Setup, pre: Prerun, plan: LocalPlan, p: Params, rng: np.random.Gen
             s.X, s.Y, out.W1_loc[r], out.W2_loc[r], lr, S, sampling, pre.final_W1[r],
             pre.final_W2[r], 0, plan.sample_steps, plan.thin, nb, rng, w_star=s.w_star,
             trace_every=plan.trace_every, second_moments="all",
+            observables=SlowestModeAndLoss.at(s, plan.lins[r], out.W1_loc[r], out.W2_loc[r]),
         )  # fmt: skip
         if res.diverged:
             raise Diverged("sampling")
-        progress(f"sampled replica {r + 1}/{R}")
+        progress(f"sampled replica {r + 1}/{R} ({res.elapsed_s:.1f} s, of it "
+                 f"{res.obs_elapsed_s:.3f} s in the observable hook)")  # fmt: skip
+        out.series.append(res.obs_series)
         out.traces.append({k: getattr(res, k) for k in ("trace_step", *TRACE_NAMES)})
         out.final_W1[r], out.final_W2[r] = res.final_W1[0], res.final_W2[0]
         analyse_replica(s, p, res, r, sets, out)
+    out.ess = observables.effective_sample_size(
+        np.concatenate(out.series, axis=1), res.obs_spacing, plan.sample_steps, res.obs_names
+    )
+    for line in observables.ess_log_lines(out.ess):
+        progress(line)
     return out
 
 

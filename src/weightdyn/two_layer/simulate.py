@@ -70,6 +70,7 @@ from numba import njit
 from scipy.integrate import solve_ivp
 
 from weightdyn.minibatch import draw_batch
+from weightdyn.observables import Observables, SeriesRecorder, series_fields
 from weightdyn.single_layer.theory import noise_prefactor
 from weightdyn.streams import BlockStream, ProgressReporter
 
@@ -770,6 +771,10 @@ class TwoLayerSGDResult:
 
     ``kind`` is ``"sgd"`` or ``"sgf"``; for SGF the step counts are Euler steps of size ``dt``
     (SDE time ``t = lr tau``), for SGD ``dt = lr``.
+
+    With an observable hook: ``obs_series`` (T, R, m) of the hook's ``obs_names`` over the
+    sampling window, one point every ``obs_spacing`` steps, and ``obs_elapsed_s``
+    (:func:`weightdyn.observables.series_fields`).
     """
 
     kind: str
@@ -806,6 +811,10 @@ class TwoLayerSGDResult:
     final_W1: np.ndarray
     final_W2: np.ndarray
     elapsed_s: float
+    obs_series: np.ndarray | None = None
+    obs_names: tuple[str, ...] = ()
+    obs_spacing: int = 0
+    obs_elapsed_s: float = 0.0
 
 
 class _Trace:
@@ -871,6 +880,7 @@ def _run(
     second_moments,
     chunk_steps,
     progress,
+    observables=None,
 ):
     with_replacement = _check_sampling(sampling)
     if second_moments not in SECOND_MOMENTS:
@@ -968,6 +978,9 @@ def _run(
     diverged = bool(div_r.any())
     empty1 = np.empty((0, R, N_h, N_i))
     empty2 = np.empty((0, R, N_o, N_h))
+    recorder = None
+    if observables is not None:
+        recorder = SeriesRecorder(observables, sample_steps // thin, R)
 
     def step(n, rec1, rec2):
         nonlocal diverged, done
@@ -1005,6 +1018,8 @@ def _run(
             pos += n
             if not step(n, rec1, rec2):
                 break
+            if recorder is not None:
+                recorder.add(rec1, rec2)
             d1 = rec1.reshape(n_rec, R, n1) - dW1_ref
             d2 = rec2.reshape(n_rec, R, n2) - dW2_ref
             for g0 in range(0, n_rec, _RECORD_GROUP):
@@ -1061,6 +1076,7 @@ def _run(
         final_W1=W1,
         final_W2=W2,
         elapsed_s=time.perf_counter() - t_start,
+        **series_fields(recorder, thin),
     )
 
 
@@ -1086,6 +1102,7 @@ def run_sgd_two_layer(
     second_moments: str = "all",
     chunk_steps: int = 4096,
     progress: Callable[[str], None] | None = None,
+    observables: Observables | None = None,
 ) -> TwoLayerSGDResult:
     """Run R SGD replicas of the two-layer network (Eq. 41) and accumulate weight moments.
 
@@ -1109,12 +1126,16 @@ def run_sgd_two_layer(
     ``w*`` and the initial weights, checked every ``thin`` steps) stops the run with
     ``diverged=True``, NaN moments and NaN trace points after it; no warning.
     ``progress`` is called with a status line about every 10 % of the steps.
+
+    ``observables``: an optional hook called with the raw records ``(W1, W2)`` (n_rec, R, N_h,
+    N_i), (n_rec, R, N_o, N_h) of every sampling chunk after they exist; it only reads them, so
+    every other field is bit-identical with and without it (``obs_*`` fields of the result).
     """
     return _run(
         "sgd", X, Y, W1_ref, W2_ref, lr, batch_size, sampling, W1_init, W2_init, burnin_steps,
         sample_steps, thin, n_blocks, rng, dt=None, replicas=replicas, w_star=w_star,
         trace_every=trace_every, second_moments=second_moments, chunk_steps=chunk_steps,
-        progress=progress,
+        progress=progress, observables=observables,
     )  # fmt: skip
 
 
@@ -1141,6 +1162,7 @@ def run_sgf_two_layer(
     second_moments: str = "all",
     chunk_steps: int = 4096,
     progress: Callable[[str], None] | None = None,
+    observables: Observables | None = None,
 ) -> TwoLayerSGDResult:
     """Euler-Maruyama integration of the SGF (Eqs. 51-52) for R replicas, as for SGD.
 
@@ -1156,5 +1178,5 @@ def run_sgf_two_layer(
         "sgf", X, Y, W1_ref, W2_ref, lr, batch_size, sampling, W1_init, W2_init, burnin_steps,
         sample_steps, thin, n_blocks, rng, dt=dt, replicas=replicas, w_star=w_star,
         trace_every=trace_every, second_moments=second_moments, chunk_steps=chunk_steps,
-        progress=progress,
+        progress=progress, observables=observables,
     )  # fmt: skip
