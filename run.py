@@ -3,6 +3,7 @@
 
     python3 run.py sweep [snakemake args...]   default sweep end to end (creates .venv if needed)
     python3 run.py test  [pytest args...]      the test suite
+    python3 run.py lint                        ruff, snakefmt and snakemake --lint (as CI runs them)
 
 The virtual environment lives in .venv (override with WEIGHTDYN_VENV); the package is installed
 into it in editable mode with its test extra, once, and again whenever pyproject.toml changes.
@@ -36,12 +37,35 @@ def ensure_environment() -> None:
     stamp.write_text(digest)
 
 
+#: the lint steps, in order: Python style, Snakemake formatting, Snakemake's own linter
+LINT = [
+    ["ruff", "check", "."],
+    ["ruff", "format", "--check", "."],
+    ["snakefmt", "--check", "Snakefile", "workflow/rules"],
+    ["snakemake", "--lint"],
+]
+
+
+def lint(env: dict[str, str]) -> int:
+    """Run every lint step (all of them, even after a failure); non-zero if any failed."""
+    failed = []
+    for step in LINT:
+        print("$", " ".join(step), flush=True)
+        if subprocess.run([VENV / "bin" / step[0], *step[1:]], cwd=ROOT, env=env).returncode:
+            failed.append(" ".join(step))
+    for step in failed:
+        print(f"lint failed: {step}", file=sys.stderr)
+    return 1 if failed else 0
+
+
 def main(argv: list[str]) -> int:
-    if not argv or argv[0] not in {"sweep", "test"}:
+    if not argv or argv[0] not in {"sweep", "test", "lint"}:
         print(__doc__, file=sys.stderr)
         return 2
     ensure_environment()
     env = dict(os.environ, PATH=f"{VENV / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}")
+    if argv[0] == "lint":
+        return lint(env)
     if argv[0] == "sweep":
         cmd = [VENV / "bin" / "snakemake", "--cores", "all", *argv[1:]]
     else:
