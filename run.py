@@ -4,6 +4,8 @@
     python3 run.py sweep [snakemake args...]   default sweep end to end (creates .venv if needed)
     python3 run.py test  [pytest args...]      the test suite
     python3 run.py lint                        ruff, snakefmt and snakemake --lint (as CI runs them)
+    python3 run.py status [--configfile C] [--directory D] [--watch SECONDS]
+                                               cells done/running/left per experiment, ETA
 
 The virtual environment lives in .venv (override with WEIGHTDYN_VENV); the package is installed
 into it in editable mode with its test extra, once, and again whenever pyproject.toml changes.
@@ -59,7 +61,7 @@ def lint(env: dict[str, str]) -> int:
 
 
 def main(argv: list[str]) -> int:
-    if not argv or argv[0] not in {"sweep", "test", "lint"}:
+    if not argv or argv[0] not in {"sweep", "test", "lint", "status"}:
         print(__doc__, file=sys.stderr)
         return 2
     ensure_environment()
@@ -68,6 +70,8 @@ def main(argv: list[str]) -> int:
         return lint(env)
     if argv[0] == "sweep":
         cmd = [VENV / "bin" / "snakemake", "--cores", "all", *argv[1:]]
+    elif argv[0] == "status":
+        cmd = [PY, "-m", "weightdyn.status", *argv[1:]]
     else:
         cmd = [PY, "-m", "pytest", *argv[1:]]
     return subprocess.run(cmd, cwd=ROOT, env=env, check=False).returncode
