@@ -259,3 +259,13 @@ def test_status_of_a_real_toy_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert len(plan.pending) == 5, plan  # 2 cells, merge, agreement.html and .csv
     states = [s.state for s in status.collect(config, wf, time.time(), plan)[0]]
     assert states == ["left"] * 4
+
+
+def test_no_eta_before_any_timing(tmp_path: Path) -> None:
+    cell = next(j for j in status.expected_jobs(TOY) if j.group == "toy")
+    _mark(tmp_path, cell.outputs[0], NOW - 3)
+    _log(tmp_path, cell.log, [(NOW - 2, "start")])
+    (tmp_path / ".snakemake" / "locks").mkdir(parents=True)
+    (tmp_path / ".snakemake" / "locks" / "0.output.lock").touch()
+    text = status.status(TOY, tmp_path, NOW)
+    assert "1 running, 6 left; ETA ? (no job has finished yet)" in text

@@ -476,6 +476,8 @@ def _summary_line(rows: Sequence[Row], parallel: int, active: bool) -> str:
     if not active:
         return f"{counts}; no Snakemake process holds this directory"
     wall, unknown = eta(rows, parallel)
+    if unknown and wall == 0:
+        return f"{counts}; ETA ? (no job has finished yet)"
     text = f"{counts}; ETA {clock(wall)} at {max(parallel, 1)} job(s) at a time"
     return text + (f" (not counted, no timing yet: {', '.join(unknown)})" if unknown else "")
 
