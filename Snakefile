@@ -32,6 +32,6 @@ include: "workflow/rules/figures.smk"
 
 
 rule all:
+    default_target: True
     input:
         targets(),
-    default_target: True

@@ -63,10 +63,15 @@ def sweep_source(name):
     return f"results/{name}.summary.nc" if name in SUMMARISED else f"results/{name}.nc"
 
 
+def view_figure(w):
+    """The figure declaration (its experiment's ``figures`` entry) a view draws."""
+    view = VIEWS[w.view]
+    return EXPERIMENTS[view.experiment].figures[view.figure]
+
+
 def view_inputs(w):
     view = VIEWS[w.view]
-    figure = EXPERIMENTS[view.experiment].figures[view.figure]
-    if figure.source == "summary":
+    if view_figure(w).source == "summary":
         return [f"results/{s}.summary.nc" for s in view.sweeps]
     return [f"results/{s}.nc" for s in view.sweeps]
 

@@ -25,16 +25,16 @@ rule figure:
         ),
     log:
         "logs/figures/{view}.log",
+    conda:
+        "../envs/weightdyn.yaml"
+    threads: 1
     params:
         experiment=lambda w: VIEWS[w.view].experiment,
         figure=lambda w: VIEWS[w.view].figure,
-        caption=lambda w: EXPERIMENTS[VIEWS[w.view].experiment].figures[VIEWS[w.view].figure].caption,
+        caption=lambda w: view_figure(w).caption,
         cells=view_cells,
         options=lambda w: sorted_params(VIEWS[w.view].options),
         dpi=STYLE["dpi"],
         code=figure_code,
-    conda:
-        "../envs/weightdyn.yaml"
-    threads: 1
     script:
         "../../scripts/figure.py"

@@ -18,10 +18,10 @@ rule agreement_table:
         csv="results/agreement.csv",
     log:
         "logs/agreement_table.log",
-    params:
-        sweeps={name: (s.experiment, s.label) for name, s in SWEEPS.items()},
     conda:
         "../envs/weightdyn.yaml"
     threads: 1
+    params:
+        sweeps={name: (s.experiment, s.label) for name, s in SWEEPS.items()},
     script:
         "../../scripts/agreement_table.py"

@@ -13,17 +13,17 @@ rule data:
         "results/data/{dataset}/{data}.nc",
     log:
         "logs/data/{dataset}/{data}.log",
-    params:
-        experiment=lambda w: DATA[f"{w.dataset}/{w.data}"][0],
-        params=lambda w: DATA[f"{w.dataset}/{w.data}"][1],
-        code=lambda w: experiment_code(DATA[f"{w.dataset}/{w.data}"][0]),
+    cache: "omit-software"
     conda:
         "../envs/weightdyn.yaml"
     threads: 1
     resources:
         mem_mb=2000,
         runtime=10,
-    cache: "omit-software"
+    params:
+        experiment=lambda w: DATA[f"{w.dataset}/{w.data}"][0],
+        params=lambda w: DATA[f"{w.dataset}/{w.data}"][1],
+        code=lambda w: experiment_code(DATA[f"{w.dataset}/{w.data}"][0]),
     script:
         "../../scripts/data.py"
 
@@ -35,15 +35,15 @@ rule cell:
         "results/cells/{experiment}/{cell}.nc",
     log:
         "logs/cells/{experiment}/{cell}.log",
-    params:
-        params=lambda w: sorted_params(CELLS[f"{w.experiment}/{w.cell}"].params),
-        code=lambda w: experiment_code(w.experiment),
     conda:
         "../envs/weightdyn.yaml"
     threads: 1
     resources:
         mem_mb=lambda w, attempt: cell_request(w, attempt)["mem_mb"],
         runtime=lambda w, attempt: cell_request(w, attempt)["runtime"],
+    params:
+        params=lambda w: sorted_params(CELLS[f"{w.experiment}/{w.cell}"].params),
+        code=lambda w: experiment_code(w.experiment),
     script:
         "../../scripts/cell.py"
 
@@ -55,15 +55,15 @@ rule merge:
         update("results/{sweep}.nc"),
     log:
         "logs/merge/{sweep}.log",
+    conda:
+        "../envs/weightdyn.yaml"
+    threads: 1
     params:
         experiment=lambda w: SWEEPS[w.sweep].experiment,
         cells=lambda w: [sorted_params(c.params) for c in SWEEPS[w.sweep].cells],
         ids=lambda w: [c.id for c in SWEEPS[w.sweep].cells],
         settings=lambda w: sorted_params(SWEEPS[w.sweep].settings),
         code=lambda w: experiment_code(SWEEPS[w.sweep].experiment),
-    conda:
-        "../envs/weightdyn.yaml"
-    threads: 1
     script:
         "../../scripts/merge.py"
 
@@ -75,13 +75,13 @@ rule summary:
         update("results/{sweep}.summary.nc"),
     log:
         "logs/merge/{sweep}.summary.log",
+    conda:
+        "../envs/weightdyn.yaml"
+    threads: 1
     params:
         experiment=lambda w: SWEEPS[w.sweep].experiment,
         cells=lambda w: [sorted_params(c.params) for c in SWEEPS[w.sweep].cells],
         settings=lambda w: sorted_params(SWEEPS[w.sweep].settings),
         code=lambda w: experiment_code(SWEEPS[w.sweep].experiment),
-    conda:
-        "../envs/weightdyn.yaml"
-    threads: 1
     script:
         "../../scripts/summary.py"

@@ -45,6 +45,7 @@ from numpy.typing import ArrayLike, NDArray
 from weightdyn.observables import Observables, SeriesRecorder, in_basis, series_fields
 from weightdyn.single_layer import theory
 from weightdyn.single_layer.simulate import SAMPLING_MODES, SGDResult
+from weightdyn.streams import ProgressReporter
 
 __all__ = [
     "NOISE_MODES",
@@ -337,18 +338,10 @@ def run_sgf(
         with np.errstate(all="ignore"):
             return bool(np.all(np.abs(dw) <= bound))
 
-    total = max(burnin_steps + sample_steps, 1)
+    prog = ProgressReporter(progress, burnin_steps + sample_steps, R, f"SGF ({noise})")
     t_start = time.perf_counter()
-    done, next_report = 0, 0.1
+    done = 0
     diverged = not ok(W0)
-
-    def report() -> None:
-        nonlocal next_report
-        if progress is not None and done / total >= next_report - 1e-12:
-            rate = done * R / max(time.perf_counter() - t_start, 1e-12)
-            progress(f"SGF ({noise}) steps {done}/{total}, {rate:.3g} replica-steps/s")
-            while next_report <= done / total + 1e-12:
-                next_report += 0.1
 
     with np.errstate(over="ignore", invalid="ignore"):
         pos = 0
@@ -358,7 +351,7 @@ def run_sgf(
             diverged = not ok(state.dw())
             pos += n
             done += n
-            report()
+            prog.update(done)
         # (R, n_blocks, ...) views of the group sums: group g = replica * n_blocks + block
         s1 = sum_dw.reshape(R, n_blocks, N)
         s2 = sum_dwdw.reshape(R, n_blocks, N, N)
@@ -380,8 +373,9 @@ def run_sgf(
                 s1[:, b] += rec.sum(axis=1)
                 s2[:, b] += np.matmul(rec.transpose(0, 2, 1), rec)
                 n_records.reshape(R, n_blocks)[:, b] += n_rec
-                report()
+                prog.update(done)
 
+    prog.update(done, force=True)
     if noise == "additive" and not diverged:
         V = state.V  # rotate the eigenbasis moments back to weight space
         sum_dw = sum_dw @ V.T

@@ -39,12 +39,14 @@ A chain that diverges raises :class:`Diverged`, which the cell turns into a flag
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from weightdyn import observables, seeds
 from weightdyn.experiments import Params, Progress
+from weightdyn.streams import progress_line
 from weightdyn.two_layer import simulate as sim
 from weightdyn.two_layer import theory as tl
 from weightdyn.two_layer.data import two_layer_data
@@ -222,7 +224,7 @@ def prerun(s: Setup, a: TheoryAtW0, p: Params, rng: np.random.Generator,
     run = RUNNERS[p["dynamics"]]
     W1c, W2c = s.W1g, s.W2g
     traces = {k: [] for k in ("trace_step", *TRACE_NAMES)}
-    done = 0
+    done, t0 = 0, time.perf_counter()
     for end in _segment_ends(tau0, thin0, pre_steps, avg_steps):
         seg = end - done
         pre = run(
@@ -237,7 +239,7 @@ def prerun(s: Setup, a: TheoryAtW0, p: Params, rng: np.random.Generator,
             traces[k].append(getattr(pre, k))
         W1c, W2c = pre.final_W1, pre.final_W2
         done = end
-        progress(f"pre-run: {done}/{pre_steps} steps")
+        progress(progress_line("pre-run", done, pre_steps, R, time.perf_counter() - t0))
     n_avg = pre.n_records.astype(float)
     W1_loc = s.W1g[None] + (pre.sum_dW1 / n_avg[:, None]).reshape(R, N_h, N_i)
     W2_loc = s.W2g[None] + (pre.sum_dW2 / n_avg[:, None]).reshape(R, N_o, N_h)
@@ -374,6 +376,7 @@ def sample(s: Setup, pre: Prerun, plan: LocalPlan, p: Params, rng: np.random.Gen
     progress(f"sampling: local tau = {plan.tau:.4g} steps, {plan.sample_steps} steps per replica")
     sets = [np.arange(nb)] + [np.delete(np.arange(nb), b) for b in range(nb)]
     run = RUNNERS[p["dynamics"]]
+    t0 = time.perf_counter()
     for r in range(R):
         res = run(
             s.X, s.Y, out.W1_loc[r], out.W2_loc[r], lr, S, sampling, pre.final_W1[r],
@@ -383,8 +386,12 @@ def sample(s: Setup, pre: Prerun, plan: LocalPlan, p: Params, rng: np.random.Gen
         )  # fmt: skip
         if res.diverged:
             raise Diverged("sampling")
-        progress(f"sampled replica {r + 1}/{R} ({res.elapsed_s:.1f} s, of it "
-                 f"{res.obs_elapsed_s:.3f} s in the observable hook)")  # fmt: skip
+        steps, elapsed = (r + 1) * plan.sample_steps, time.perf_counter() - t0
+        line = progress_line("sampling", steps, R * plan.sample_steps, 1, elapsed)
+        progress(
+            f"sampled replica {r + 1}/{R}: {line} "
+            f"(observable hook {res.obs_elapsed_s:.3f} s)"
+        )
         out.series.append(res.obs_series)
         out.traces.append({k: getattr(res, k) for k in ("trace_step", *TRACE_NAMES)})
         out.final_W1[r], out.final_W2[r] = res.final_W1[0], res.final_W2[0]
