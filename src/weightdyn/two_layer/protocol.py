@@ -388,10 +388,7 @@ def sample(s: Setup, pre: Prerun, plan: LocalPlan, p: Params, rng: np.random.Gen
             raise Diverged("sampling")
         steps, elapsed = (r + 1) * plan.sample_steps, time.perf_counter() - t0
         line = progress_line("sampling", steps, R * plan.sample_steps, 1, elapsed)
-        progress(
-            f"sampled replica {r + 1}/{R}: {line} "
-            f"(observable hook {res.obs_elapsed_s:.3f} s)"
-        )
+        progress(f"sampled replica {r + 1}/{R}: {line} (observable hook {res.obs_elapsed_s:.3f} s)")
         out.series.append(res.obs_series)
         out.traces.append({k: getattr(res, k) for k in ("trace_step", *TRACE_NAMES)})
         out.final_W1[r], out.final_W2[r] = res.final_W1[0], res.final_W2[0]
