@@ -4,6 +4,9 @@
 # of those experiments (config/config.yaml). Rules: data -> cell -> merge / summary -> figure,
 # agreement table and report (workflow/rules/).
 import os
+import shlex
+import sys
+from pathlib import Path
 
 from snakemake.utils import min_version
 
@@ -19,6 +22,10 @@ if not config:
 
 # the conda environment of every rule installs the package from this checkout (--sdm conda)
 os.environ.setdefault("WEIGHTDYN_ROOT", workflow.basedir)
+# the command of this run, for the CF `history` attribute of every file the rules write
+os.environ.setdefault(
+    "WEIGHTDYN_COMMAND", shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]])
+)
 
 
 include: "workflow/rules/common.smk"
