@@ -21,7 +21,8 @@ if not config:
 
 # the conda environment of every rule installs the package from this checkout (--sdm conda)
 os.environ.setdefault("WEIGHTDYN_ROOT", workflow.basedir)
-# how this run was started: a merge that finds damaged cells prints it as the rebuild command
+# how this run was started: the CF `history` attribute of every file the rules write, and the
+# rebuild command a merge prints when it finds damaged cells
 os.environ.setdefault("WEIGHTDYN_COMMAND", shlex.join(["snakemake", *sys.argv[1:]]))
 
 

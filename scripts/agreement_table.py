@@ -2,9 +2,7 @@
 
 from pathlib import Path
 
-import xarray as xr
-
-from weightdyn import agreement, experiments
+from weightdyn import agreement, experiments, io
 from weightdyn.joblog import job_logger
 
 log = job_logger("agreement_table", snakemake.log[0])
@@ -16,8 +14,7 @@ for path, (experiment, label) in zip(
     exp = experiments.get(experiment)
     if exp.agreement is None:
         continue
-    with xr.open_dataset(path) as ds:
-        rows += exp.agreement(agreement.with_flags(ds.load()), label)
+    rows += exp.agreement(agreement.with_flags(io.load(path)), label)
 Path(snakemake.output.csv).write_text(agreement.table_csv(rows))
 Path(snakemake.output.html).write_text(agreement.table_html(rows, agreement.CAPTION))
 log.info("wrote %d rows", len(rows))

@@ -1,6 +1,5 @@
 """Rule cell: one cell of a sweep, run by its experiment's run_cell (weightdyn.experiments)."""
 
-import xarray as xr
 from threadpoolctl import threadpool_limits
 
 from weightdyn import experiments, integrity, io
@@ -15,11 +14,16 @@ log.info("experiment %s, cell %s", name, snakemake.wildcards.cell)
 with threadpool_limits(snakemake.threads):
     if exp.data is not None:
         integrity.require_intact({snakemake.input.data: None}, f"cell {snakemake.output[0]}")
-        with xr.open_dataset(snakemake.input.data) as raw:
-            params["data"] = exp.data.load(raw.load())
+        params["data"] = exp.data.load(io.load(snakemake.input.data))
     ds = exp.run_cell(params, log.info)
 params.pop("data", None)
-ds.attrs.update(io.provenance({"experiment": name, **params}))
+cf = io.provenance(
+    {"experiment": name, **params},
+    title=f"weightdyn {name} cell {snakemake.wildcards.cell}: {exp.title}",
+    source=exp.source,
+    history=io.history_line(snakemake.rule),
+)
+ds.attrs.update(cf)
 if snakemake.input.data:
     ds.attrs["data_file"] = str(snakemake.input.data)
 io.write_atomic(ds, snakemake.output[0])

@@ -5,9 +5,16 @@ from weightdyn.joblog import job_logger
 
 log = job_logger("data", snakemake.log[0])
 experiments.register_modules(snakemake.config.get("experiment_modules", []))
-spec = experiments.get(snakemake.params.experiment).data
+exp = experiments.get(snakemake.params.experiment)
+spec = exp.data
 params = snakemake.params.params
 ds = spec.make(params)
-ds.attrs.update(io.provenance(params))
+cf = io.provenance(
+    params,
+    title=f"weightdyn data set {spec.name} {snakemake.wildcards.data}",
+    source=f"data set of {exp.name}: {exp.source}",
+    history=io.history_line(snakemake.rule),
+)
+ds.attrs.update(cf)
 io.write_atomic(ds, snakemake.output[0])
 log.info("wrote %s (%s)", snakemake.output[0], params)

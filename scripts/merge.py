@@ -17,7 +17,13 @@ coords["cell_id"] = (snakemake.params.ids, {"long_name": "cell identifier", "uni
 merged = io.stack_cells(
     datasets,
     coords,
-    io.sweep_attrs(exp, snakemake.wildcards.sweep, snakemake.params.settings, axes),
+    io.sweep_attrs(
+        exp,
+        snakemake.wildcards.sweep,
+        snakemake.params.settings,
+        axes,
+        history=io.history_line(snakemake.rule),
+    ),
 )
 io.write_atomic(merged, snakemake.output[0])
 log.info("merged %d cells of sweep %s", len(datasets), snakemake.wildcards.sweep)

@@ -11,6 +11,13 @@ integrity.require_cells_intact(
 )
 datasets = io.load_all(snakemake.input)
 summary = exp.summarize(datasets, snakemake.params.cells, snakemake.params.settings)
-summary.attrs.update(io.provenance({"experiment": exp.name, "sweep": snakemake.wildcards.sweep}))
+sweep = snakemake.wildcards.sweep
+cf = io.provenance(
+    {"experiment": exp.name, "sweep": sweep},
+    title=f"weightdyn sweep {sweep} summary: {exp.title}",
+    source=exp.source,
+    history=io.history_line(snakemake.rule),
+)
+summary.attrs.update(cf)  # a summary may carry a cell's attributes: ours win
 io.write_atomic(summary, snakemake.output[0])
 log.info("summarised %d cells of sweep %s", len(datasets), snakemake.wildcards.sweep)

@@ -29,16 +29,14 @@ def test_replica_mean_follows_discrete_eq27_within_se(relaxation_run) -> None:
     run, _ = relaxation_run
     ds = rx.relaxation_dataset(run)
     later = ds["step"] > 0  # at n = 0 all replicas coincide (SE = 0)
-    zscore = ((ds["z_sgd_mean"] - ds["z_theory_discrete"]) / ds["z_sgd_se"]).sel(time=later)
+    zscore = ((ds["z_sgd_mean"] - ds["z_theory_discrete"]) / ds["z_sgd_se"]).sel(t=later)
     z = zscore.values
     # 64 replicas: t-statistics with 63 dof; entries are correlated in time, so we bound the
     # mean square loosely and the maximum at 5 (expected max of ~900 |t| values: about 3.5)
     assert 0.5 < np.mean(z**2) < 1.6
     assert np.max(np.abs(z)) < 5.0
     # the relaxation is resolved: the mean moved by many standard errors for the fast modes
-    moved = np.abs(ds["z_theory_discrete"].isel(time=-1) - ds["z_init"]) / ds["z_sgd_se"].isel(
-        time=-1
-    )
+    moved = np.abs(ds["z_theory_discrete"].isel(t=-1) - ds["z_init"]) / ds["z_sgd_se"].isel(t=-1)
     assert float(moved.isel(mode=-1)) > 20
 
 
@@ -143,8 +141,8 @@ def test_dataset_conventions_and_fig3(relaxation_run) -> None:
 
     run, sigma_x2 = relaxation_run
     ds = rx.relaxation_dataset(run, sigma_x2)
-    assert ds["z_theory_exp"].dims == ("time", "mode")
-    assert ds["z_sgd"].dims == ("replica", "time", "mode")
+    assert ds["z_theory_exp"].dims == ("t", "mode")
+    assert ds["z_sgd"].dims == ("replica", "t", "mode")
     for name, var in ds.data_vars.items():
         assert {"long_name", "units", "source"} <= set(var.attrs), name
         assert "paper 000" in var.attrs["source"], name

@@ -32,6 +32,8 @@ from weightdyn import experiments, seeds, sweep
 from weightdyn.single_layer import multiplicative
 
 SWEEPS = ("relaxation", "perturbation_iid", "perturbation_correlated", "table1", "gbm")
+#: old name -> new name (issue 12: the relaxation's time dimension is ``t``, as CF checkers want)
+RENAMED = {"time": "t"}
 
 
 def _variables(ds: xr.Dataset) -> dict[str, xr.Variable]:
@@ -41,6 +43,7 @@ def _variables(ds: xr.Dataset) -> dict[str, xr.Variable]:
 def compare(new: xr.Dataset, old: xr.Dataset) -> dict[str, list[str]]:
     """Equal, differing (with max abs diff), removed and added variables and coordinates."""
     a_vars, b_vars = _variables(new), _variables(old)
+    b_vars = {RENAMED.get(k, k) if RENAMED.get(k) in a_vars else k: v for k, v in b_vars.items()}
     out: dict[str, list[str]] = {"equal": [], "differ": [], "removed": [], "added": []}
     for name, b in b_vars.items():
         if name not in a_vars:

@@ -22,7 +22,7 @@ def split_cells(ds: xr.Dataset) -> list[xr.Dataset]:
     dimension is one cell).
 
     A per-cell dimension coordinate that :func:`weightdyn.io.stack_cells` stored as
-    ``<dim>_values`` (e.g. ``time`` = lr * step) becomes the cell's coordinate again, and the
+    ``<dim>_values`` (e.g. ``t`` = lr * step) becomes the cell's coordinate again, and the
     NaN padding of every dimension is dropped; the axis values stay as scalar coordinates.
     """
     if "cell" not in ds.dims:
@@ -64,7 +64,7 @@ def cell_title(ds: xr.Dataset, keys: Sequence[tuple[str, str]]) -> str:
 def _modes_panel(ax: plt.Axes, ds: xr.Dataset, modes: Sequence[int], replica: int) -> None:
     """z_k(t) of one run (solid), mean +- 1 s.d. (band), Eq. 27 (dashed), z*_k (dotted), and the
     loss on a right axis (dash-dotted) relaxing to L* (grey)."""
-    t = ds["time"].values
+    t = ds["t"].values
     for j, k in enumerate(modes):
         color = f"C{j}"
         mean = ds["z_sgd_mean"].sel(mode=k).values
@@ -88,7 +88,7 @@ def _modes_panel(ax: plt.Axes, ds: xr.Dataset, modes: Sequence[int], replica: in
 
 def _loglog_panel(ax: plt.Axes, ds: xr.Dataset, mode: int, replica: int) -> None:
     """The paper's inset: loss and |z_mode| in log-log axes, SGD solid, theory dashed."""
-    t = ds["time"].values
+    t = ds["t"].values
     pos = t > 0
     loss = ds["loss_sgd"].isel(replica=replica).values
     z = ds["z_sgd"].isel(replica=replica).sel(mode=mode).values
@@ -154,7 +154,7 @@ def fig3(ds: xr.Dataset, modes: Sequence[int] = (0, 10, 20), replica: int = 0) -
     (solid) vs the noise-averaged Eq. 27 (dashed), and the paper's log-log inset.
 
     ``ds`` holds :func:`weightdyn.single_layer.relaxation.relaxation_dataset` cells (merged along
-    ``cell`` or one cell). Used: ``time`` (SDE time t = lr n), ``mode``, ``replica``; ``z_sgd``,
+    ``cell`` or one cell). Used: ``t`` (SDE time t = lr n), ``mode``, ``replica``; ``z_sgd``,
     ``z_sgd_mean``, ``z_sgd_std``, ``z_theory_exp``, ``z_star``, ``omega``, ``loss_sgd``,
     ``loss_theory``, ``optimal_loss``; optional ``omega_min_over_mp_edge`` and ``omega_fit``
     (``_se``) go into the row titles with the axis values N, P, lr, S. The band is the replica

@@ -361,7 +361,7 @@ def _sgd_variables(run: RelaxationRun) -> dict[str, tuple]:
         loss_mean = np.nanmean(run.loss, axis=1)
         loss_std = np.nanstd(run.loss, axis=1, ddof=1) if R > 1 else np.zeros(run.steps.size)
     modes, loss = f"{P000} Eqs. 11, 25", f"{P000} Eq. 3"
-    tm = ("time", "mode")
+    tm = ("t", "mode")
     return {
         "z_sgd": _var(("replica", *tm), run.z.transpose(1, 0, 2),
                       "SGD weight modes z_k = (V^T w)_k", modes),
@@ -369,10 +369,10 @@ def _sgd_variables(run: RelaxationRun) -> dict[str, tuple]:
         "z_sgd_std": _var(tm, z_std, "replica standard deviation of the SGD modes", modes),
         "z_sgd_se": _var(tm, z_std / np.sqrt(R), "standard error of the replica mean of z_k",
                          modes),
-        "loss_sgd": _var(("replica", "time"), run.loss.T,
+        "loss_sgd": _var(("replica", "t"), run.loss.T,
                          "full-batch training loss L(w) under SGD", loss),
-        "loss_sgd_mean": _var(("time",), loss_mean, "replica mean of the training loss", loss),
-        "loss_sgd_se": _var(("time",), loss_std / np.sqrt(R),
+        "loss_sgd_mean": _var(("t",), loss_mean, "replica mean of the training loss", loss),
+        "loss_sgd_se": _var(("t",), loss_std / np.sqrt(R),
                             "standard error of the replica-mean loss", loss),
     }  # fmt: skip
 
@@ -384,7 +384,7 @@ def _theory_variables(run: RelaxationRun) -> dict[str, tuple]:
     # stationary excess loss tr(H M)/2 = lr tr(C)/4 (trace of the Lyapunov equation, Eq. 29)
     stationary_excess = float(0.25 * run.lr * np.sum(run.C_tilde_diag))
     mean_only = loss_from_modes(z_disc, run.z_star, run.omega, run.L_star)
-    eq27, tm, t = f"{P000} Eq. 27", ("time", "mode"), ("time",)
+    eq27, tm, t = f"{P000} Eq. 27", ("t", "mode"), ("t",)
     return {
         "z_theory_exp": _var(tm, exponential_mean_modes(run.z_init, run.z_star, run.omega,
                                                         run.time),
@@ -450,19 +450,20 @@ def _edge_variables(run: RelaxationRun, sigma_x2: float) -> dict[str, tuple]:
 
 
 def relaxation_dataset(run: RelaxationRun, sigma_x2: float | None = None) -> xr.Dataset:
-    """Fig. 3 dataset of one relaxation run, dims ``(time, mode)`` plus ``replica``.
+    """Fig. 3 dataset of one relaxation run, dims ``(t, mode)`` plus ``replica``.
 
-    Coordinates: ``time`` (SDE time lr*n), ``step`` (time), ``mode`` (k, omega ascending),
-    ``replica``. Variables: ``z_sgd`` (replica, time, mode); ``z_sgd_mean``, ``z_sgd_std``,
-    ``z_sgd_se`` (time, mode) over replicas; ``z_theory_exp`` (Eq. 27) and ``z_theory_discrete``
-    (time, mode); ``mode_var_theory`` (time, mode); ``loss_sgd`` (replica, time),
-    ``loss_sgd_mean``/``loss_sgd_se`` (time); ``loss_theory_mean_only`` (Eq. 26 at the mean),
+    Coordinates: ``t`` (SDE time lr*n), ``step`` (t), ``mode`` (k, omega ascending),
+    ``replica``. Variables: ``z_sgd`` (replica, t, mode); ``z_sgd_mean``, ``z_sgd_std``,
+    ``z_sgd_se`` (t, mode) over replicas; ``z_theory_exp`` (Eq. 27) and ``z_theory_discrete``
+    (t, mode); ``mode_var_theory`` (t, mode); ``loss_sgd`` (replica, t),
+    ``loss_sgd_mean``/``loss_sgd_se`` (t); ``loss_theory_mean_only`` (Eq. 26 at the mean),
     ``loss_theory`` (plus the transient noise variance), ``loss_theory_stationary`` (mean plus
-    the stationary tr(HM)/2) (time); ``omega``, ``z_star``, ``z_init`` (mode); scalars
+    the stationary tr(HM)/2) (t); ``omega``, ``z_star``, ``z_init`` (mode); scalars
     ``optimal_loss``, ``stationary_excess_loss``, ``omega_min``; the rates ``omega_fit``,
     ``omega_fit_se`` (:func:`fit_relaxation_rates`) and ``omega_discrete``
     (:func:`discrete_rates`) (mode); the flag ``diverged``; and, if ``sigma_x2`` is given,
-    ``mp_lower_edge``, ``mp_lower_edge_paper``, ``omega_min_over_mp_edge``.
+    ``mp_lower_edge``, ``mp_lower_edge_paper``, ``omega_min_over_mp_edge``. The time dimension is
+    ``t``, not ``time``: CF checkers take a dimension named ``time`` for calendar time.
     """
     R, N = run.z.shape[1], run.omega.size
     data_vars = _sgd_variables(run) | _theory_variables(run) | _mode_variables(run)
@@ -470,8 +471,8 @@ def relaxation_dataset(run: RelaxationRun, sigma_x2: float | None = None) -> xr.
         data_vars |= _edge_variables(run, sigma_x2)
     eq27 = f"{P000} Eq. 27"
     coords = {
-        "time": ("time", run.time, attrs("SDE time t = lr n", "1", f"{P000} Eq. 13 (t = lr tau)")),
-        "step": ("time", run.steps, attrs("SGD step n", "1", f"{P000} Eq. 11")),
+        "t": ("t", run.time, attrs("SDE time t = lr n", "1", f"{P000} Eq. 13 (t = lr tau)")),
+        "step": ("t", run.steps, attrs("SGD step n", "1", f"{P000} Eq. 11")),
         "mode": ("mode", np.arange(N), attrs("mode index k (omega ascending)", "1", eq27)),
         "replica": ("replica", np.arange(R), attrs("SGD replica", "1", f"{P000} Eq. 11")),
     }
