@@ -7,7 +7,7 @@ report: "../report/workflow.rst"
 
 rule agreement_table:
     input:
-        [sweep_source(name) for name in SWEEPS],
+        [sweep_source(name) for name in sorted(SWEEPS)],
     output:
         html=report(
             "results/agreement.html",
@@ -22,6 +22,7 @@ rule agreement_table:
         "../envs/weightdyn.yaml"
     threads: 1
     params:
-        sweeps={name: (s.experiment, s.label) for name, s in SWEEPS.items()},
+        # sorted: a reordered config is no params change
+        sweeps={name: (SWEEPS[name].experiment, SWEEPS[name].label) for name in sorted(SWEEPS)},
     script:
         "../../scripts/agreement_table.py"
