@@ -76,8 +76,8 @@ def main(argv: list[str]) -> int:
     elif argv[0] == "status":
         cmd = [PY, "-m", "weightdyn.status", *argv[1:]]
     else:
-        # two workers; the tests that share one workflow run stay on one (xdist_group)
-        cmd = [PY, "-m", "pytest", "-n", "2", "--dist", "loadgroup", *argv[1:]]
+        # two workers (each runs the session's test sweep once: conftest.test_sweep)
+        cmd = [PY, "-m", "pytest", "-n", "2", *argv[1:]]
     return subprocess.run(cmd, cwd=ROOT, env=env, check=False).returncode
 
 

@@ -21,9 +21,6 @@ from workflow_helpers import ROOT
 
 from weightdyn import io
 
-# the workflow tests share one run of config/test.yaml (conftest.test_sweep): one xdist worker
-pytestmark = pytest.mark.xdist_group("test_sweep")
-
 
 def _cf_check():
     """tools/cf_check.py as a module (tools/ is not a package)."""

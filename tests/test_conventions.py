@@ -13,9 +13,6 @@ from weightdyn import io, seeds
 from weightdyn.data import teacher_student
 from weightdyn.single_layer.protocol import SGDProtocol, run_stationary_sgd
 
-# the workflow tests share one run of config/test.yaml (conftest.test_sweep): one xdist worker
-pytestmark = pytest.mark.xdist_group("test_sweep")
-
 
 @pytest.mark.parametrize(
     ("values", "text"),

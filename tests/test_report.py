@@ -26,7 +26,7 @@ from workflow_helpers import snakemake
 
 from weightdyn import experiments
 
-pytestmark = [pytest.mark.report, pytest.mark.xdist_group("test_sweep")]
+pytestmark = pytest.mark.report
 
 RESULTS_JSON = re.compile(r'<script id="results">\s*var results = (\{.*?\});\s*</script>', re.S)
 LOADING_TAGS = {"script": "src", "img": "src", "iframe": "src", "link": "href", "embed": "src"}

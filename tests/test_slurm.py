@@ -18,7 +18,7 @@ import yaml
 from slurm_cluster import LocalSlurm, missing_requirements
 from workflow_helpers import ROOT, copy_workflow, job_counts, snakemake
 
-pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.xdist_group("test_sweep")]
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 SUBMITTED = re.compile(r"has been submitted with SLURM jobid (\d+) \(log: .*?/rule_(\w+)/")
 SLURM = ("--profile", "profiles/slurm", "--slurm-status-command", "squeue")
 TIMING = {"elapsed_s", "cpu_seconds"}  # what a job cost, not what it computed

@@ -14,9 +14,6 @@ from workflow_helpers import copy_workflow, job_counts, snakemake
 
 import weightdyn
 
-# the workflow tests share one run of config/test.yaml (conftest.test_sweep): one xdist worker
-pytestmark = pytest.mark.xdist_group("test_sweep")
-
 SL_AXES = ("N", "P", "sigma_eps2", "lr", "batch_size", "sampling", "data_seed", "dynamics", "init")
 REQUIRED = ("eig_M_sgd", "eig_M_sgd_se", "eig_M_lyapunov", "eig_M_discrete", "var_w_sgd",
             "var_w_theory", "train_loss", "diverged", "fluctuations_vanish")  # fmt: skip
