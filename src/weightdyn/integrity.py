@@ -20,8 +20,8 @@ from typing import Any
 
 import netCDF4
 
-from weightdyn import io
-from weightdyn.sweep import Sweep, data_id, sorted_params
+from weightdyn import experiments, io
+from weightdyn.sweep import Sweep, data_path, sorted_params
 
 Expected = Mapping[str, str]
 
@@ -117,16 +117,13 @@ def merged_files(sweeps: Mapping[str, Sweep], paths: Iterable[str]) -> list[str]
 
 def _files_of(sweep: Sweep) -> list[tuple[str, dict[str, str]]]:
     """The cell and data files of one sweep with the provenance each must carry."""
-    from weightdyn import experiments
-
     exp = experiments.get(sweep.experiment)
     out = []
     for cell in sweep.cells:
         out.append((cell.path, expected_attrs(sorted_params(cell.params), cell.experiment)))
         if exp.data is not None:
             data = {k: cell.params[k] for k in (*exp.data.keys, *exp.data.settings)}
-            path = f"results/data/{exp.data.name}/{data_id(exp, cell.params)}.nc"
-            out.append((path, expected_attrs(sorted_params(data))))
+            out.append((data_path(exp, cell.params), expected_attrs(sorted_params(data))))
     return out
 
 

@@ -121,6 +121,13 @@ def _flat(mapping: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def data_path(experiment: Experiment, params: Mapping[str, Any]) -> str | None:
+    """The shared data file a cell reads, ``results/data/<data set>/<data id>.nc`` (None if
+    the experiment declares no data set)."""
+    stem = data_id(experiment, params)
+    return None if stem is None else f"results/data/{experiment.data.name}/{stem}.nc"
+
+
 def sorted_params(mapping: Mapping[str, Any]) -> dict[str, Any]:
     """A mapping with keys sorted at every level: a reordered YAML is no params change, and the
     cell's provenance attributes have one text form."""

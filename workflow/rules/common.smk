@@ -44,9 +44,7 @@ def cell_data_path(w):
     """The shared data set a cell reads (none if its experiment declares none)."""
     cell = CELLS[f"{w.experiment}/{w.cell}"]
     exp = EXPERIMENTS[cell.experiment]
-    if exp.data is None:
-        return []
-    return f"results/data/{exp.data.name}/{sweep.data_id(exp, cell.params)}.nc"
+    return sweep.data_path(exp, cell.params) or []
 
 
 def cell_request(w, attempt):
