@@ -144,6 +144,45 @@ def test_kernel_matches_reference_loop(sampling, N_o):
         assert diag[4, r, 1] == pytest.approx(np.sum(C2**2), rel=1e-12)
 
 
+def _euler_maruyama_reference(X, Y, W1, W2, drift, amp, zeta):
+    """Plain numpy Euler-Maruyama of Eqs. 51-52, one replica (module docstring of simulate)."""
+    for z in zeta:
+        a = drift + amp * (z - z.mean())
+        K = ((Y - X @ (W2 @ W1).T) * a[:, None]).T @ X
+        W1, W2 = W1 + W2.T @ K, W2 + K @ W1.T
+    return W1, W2
+
+
+@pytest.mark.parametrize("N_o", [1, 3])
+def test_sgf_kernel_matches_a_plain_euler_maruyama_loop(N_o):
+    data, _, _ = _problem(N_i=7, N_h=5, N_o=N_o, P=30)
+    rng = np.random.default_rng(4)
+    R, n, thin = 3, 200, 8
+    W1, W2 = sim.gaussian_init(7, 5, N_o, rng, replicas=R)
+    zeta = rng.standard_normal((n, R, data.P))
+    A1, A2 = W1.copy(), W2.copy()
+    Wp = np.empty((R, N_o, 7))
+    sim.product_kernel(A1, A2, Wp)
+    rec1, rec2 = np.empty((10, R, 5, 7)), np.empty((10, R, N_o, 5))
+    diag = np.empty((10, R, 3))
+    w_star = sim.least_squares_solution(data.X, data.Y)
+    drift, amp = 0.2 / data.P, 0.05
+    flags = sim.sgf_kernel(
+        data.X, data.Y, A1, A2, Wp, drift, amp, zeta, thin, rec1, rec2, diag, w_star, 1e10
+    )
+    assert not flags.any()
+    for r in range(R):
+        B1, B2 = _euler_maruyama_reference(data.X, data.Y, W1[r], W2[r], drift, amp, zeta[:, r])
+        assert np.abs(A1[r] - B1).max() <= 1e-12 * max(1.0, np.abs(B1).max())
+        assert np.abs(A2[r] - B2).max() <= 1e-12 * max(1.0, np.abs(B2).max())
+        assert np.abs(Wp[r] - B2 @ B1).max() <= 1e-12
+        C1, C2 = _euler_maruyama_reference(
+            data.X, data.Y, W1[r], W2[r], drift, amp, zeta[: 3 * thin, r]
+        )  # record 2 holds the weights after step 3 thin
+        assert np.abs(rec1[2, r] - C1).max() <= 1e-12 and np.abs(rec2[2, r] - C2).max() <= 1e-12
+        assert diag[2, r, 2] == pytest.approx(np.sum((C2 @ C1 - w_star) ** 2), rel=1e-10)
+
+
 def _run(data, sampling="with", chunk_steps=4096, seed=5, lr=0.2, kind="sgd", **kw):
     N_i = data.N_i
     rng0 = np.random.default_rng(11)

@@ -23,7 +23,8 @@ All three dynamics share the "gradient matrix" ``G = Sigma^yx - w Sigma^xx`` (N_
 * **Stochastic gradient flow** (Eqs. 51-52), Euler-Maruyama in SDE time ``t = lr * tau`` (one SGD
   step advances ``t`` by ``lr``; the paper's ``t = tau / lambda`` is the typo listed in
   ``docs/errata.md``) with the exact mini-batch noise at the current weights:
-  :func:`run_sgf_two_layer`, :func:`sgf_noise`.
+  :func:`sgf_kernel` (numba, the SGD kernel's update with ``K_t`` below), :func:`run_sgf_two_layer`,
+  :func:`sgf_noise`.
 
 Mini-batch noise
 ----------------
@@ -54,9 +55,9 @@ All randomness comes from a caller-supplied :class:`numpy.random.Generator`. SGD
 uniforms ``(steps, R, S)`` and SGF standard normals ``(steps, R, P)`` drawn in fixed blocks of
 steps, independent of ``chunk_steps``; the moment sums are accumulated over fixed groups of
 records aligned to each time block, and chunk boundaries fall on group boundaries, so results
-are bit-identical for any ``chunk_steps`` (tested). The SGD kernel is single-threaded numba with
-only the ``reassoc`` and ``contract`` fast-math flags (NaN/Inf semantics kept), so reruns are
-bit-identical on the same build.
+are bit-identical for any ``chunk_steps`` (tested). The SGD and SGF kernels are single-threaded
+numba with only the ``reassoc`` and ``contract`` fast-math flags (NaN/Inf semantics kept), so
+reruns are bit-identical on the same build.
 """
 
 from __future__ import annotations
@@ -94,6 +95,7 @@ __all__ = [
     "run_sgf_two_layer",
     "sgd_kernel",
     "sgd_reference_chain",
+    "sgf_kernel",
     "sgf_noise",
     "zero_balanced_init",
 ]
@@ -464,6 +466,89 @@ def product_kernel(W1, W2, Wp):
                     w[o, i] += b * row[i]
 
 
+@njit(cache=True, boundscheck=False, fastmath={"reassoc", "contract"}, inline="always")
+def _add_sample(K, w, x, y, a):
+    """``K += a (y - w x) x^T``: one sample's residual term of ``K`` (Eqs. 41, 52)."""
+    N_o, N_i = K.shape
+    for o in range(N_o):
+        wo = w[o]
+        s = 0.0
+        for i in range(N_i):
+            s += wo[i] * x[i]
+        e = a * (y[o] - s)
+        Ko = K[o]
+        for i in range(N_i):
+            Ko[i] += e * x[i]
+
+
+@njit(cache=True, boundscheck=False, fastmath={"reassoc", "contract"}, inline="always")
+def _layer_step(w1, w2, w, K, d2):
+    """One replica's update ``W2 += K W1^T, W1 += W2^T K`` (both from the old weights), in place.
+
+    Row by row of W1: ``dW2[:, j] = K W1[j]^T`` (old W1), ``W1[j] += W2[:, j]^T K`` (old W2),
+    then ``W2[:, j] += dW2[:, j]`` and ``w += W2[:, j] W1[j]`` (new weights), so that the
+    product ``w = W2 W1`` is recomputed, not drifted. ``d2`` (N_o,) is scratch.
+    """
+    N_o, N_i = K.shape
+    for o in range(N_o):
+        for i in range(N_i):
+            w[o, i] = 0.0
+    for j in range(w1.shape[0]):
+        row = w1[j]
+        for o in range(N_o):
+            Ko = K[o]
+            a = 0.0
+            for i in range(N_i):
+                a += Ko[i] * row[i]
+            d2[o] = a
+        for o in range(N_o):
+            b = w2[o, j]
+            Ko = K[o]
+            for i in range(N_i):
+                row[i] += b * Ko[i]
+        for o in range(N_o):
+            b = w2[o, j] + d2[o]
+            w2[o, j] = b
+            wo = w[o]
+            for i in range(N_i):
+                wo[i] += b * row[i]
+
+
+@njit(cache=True, boundscheck=False, fastmath={"reassoc", "contract"}, inline="always")
+def _within_bound(w1, w2, bound2):
+    """``(|W1|_F^2 <= bound2 and |W2|_F^2 <= bound2, |W1|_F^2, |W2|_F^2)`` (False if NaN)."""
+    s1 = 0.0
+    for j in range(w1.shape[0]):
+        for i in range(w1.shape[1]):
+            s1 += w1[j, i] * w1[j, i]
+    s2 = 0.0
+    for o in range(w2.shape[0]):
+        for j in range(w2.shape[1]):
+            s2 += w2[o, j] * w2[o, j]
+    return s1 <= bound2 and s2 <= bound2, s1, s2
+
+
+@njit(cache=True, boundscheck=False, fastmath={"reassoc", "contract"}, inline="always")
+def _record(r, k_rec, w1, w2, w, w_star, bound2, rec1, rec2, diag):
+    """Record replica ``r`` as record ``k_rec`` (kernel docstrings); False if it diverged."""
+    ok, s1, s2 = _within_bound(w1, w2, bound2)
+    if not ok:
+        return False
+    if k_rec < diag.shape[0]:
+        s3 = 0.0
+        for o in range(w.shape[0]):
+            for i in range(w.shape[1]):
+                dd = w[o, i] - w_star[o, i]
+                s3 += dd * dd
+        diag[k_rec, r, 0] = s1
+        diag[k_rec, r, 1] = s2
+        diag[k_rec, r, 2] = s3
+    if k_rec < rec1.shape[0]:
+        rec1[k_rec, r] = w1
+        rec2[k_rec, r] = w2
+    return True
+
+
 @njit(cache=True, boundscheck=False, fastmath={"reassoc", "contract"})
 def sgd_kernel(
     X, Y, W1, W2, Wp, lr, u, with_replacement, perm, thin, rec1, rec2, diag, w_star, bound
@@ -500,101 +585,69 @@ def sgd_kernel(
         W2_new = W2 + K W1^T,  W1_new = W1 + W2^T K,  w = W2_new W1_new .
     """
     n, R, S = u.shape
-    P, N_i = X.shape
-    N_o = Y.shape[1]
-    N_h = W1.shape[1]
-    n_rec = rec1.shape[0]
-    n_diag = diag.shape[0]
+    P = X.shape[0]
     idx = np.empty(S, np.int64)
-    K = np.empty((N_o, N_i), np.float64)
-    d2 = np.empty(N_o, np.float64)
+    K = np.empty(Wp.shape[1:], np.float64)
+    d2 = np.empty(Wp.shape[1], np.float64)
     diverged = np.zeros(R, np.bool_)
     c = lr / S
     bound2 = bound * bound
     for r in range(R):
-        w1 = W1[r]
-        w2 = W2[r]
-        w = Wp[r]
-        pr = perm[r]
+        w1, w2, w = W1[r], W2[r], Wp[r]
         k_rec = 0
         for t in range(n):
-            draw_batch(u[t, r], P, with_replacement, pr, idx)  # App. C sampling
-            # --- K = (lr/S) sum_s e_s x_s^T, e_s = y_s - w x_s ---
-            for o in range(N_o):
-                for i in range(N_i):
-                    K[o, i] = 0.0
+            draw_batch(u[t, r], P, with_replacement, perm[r], idx)  # App. C sampling
+            K[:] = 0.0
             for s in range(S):
-                xs = X[idx[s]]
-                ys = Y[idx[s]]
-                for o in range(N_o):
-                    wo = w[o]
-                    a = 0.0
-                    for i in range(N_i):
-                        a += wo[i] * xs[i]
-                    e = c * (ys[o] - a)
-                    Ko = K[o]
-                    for i in range(N_i):
-                        Ko[i] += e * xs[i]
-            # --- row by row of W1: dW2[:, j] = K W1[j]^T (old W1), W1[j] += W2[:, j]^T K (old
-            #     W2), then W2[:, j] += dW2[:, j] and w += W2[:, j] W1[j] (new weights) ---
-            for o in range(N_o):
-                for i in range(N_i):
-                    w[o, i] = 0.0
-            for j in range(N_h):
-                row = w1[j]
-                for o in range(N_o):
-                    Ko = K[o]
-                    a = 0.0
-                    for i in range(N_i):
-                        a += Ko[i] * row[i]
-                    d2[o] = a
-                for o in range(N_o):
-                    b = w2[o, j]
-                    Ko = K[o]
-                    for i in range(N_i):
-                        row[i] += b * Ko[i]
-                for o in range(N_o):
-                    b = w2[o, j] + d2[o]
-                    w2[o, j] = b
-                    wo = w[o]
-                    for i in range(N_i):
-                        wo[i] += b * row[i]
+                _add_sample(K, w, X[idx[s]], Y[idx[s]], c)
+            _layer_step(w1, w2, w, K, d2)
             if (t + 1) % thin == 0:
-                s1 = 0.0
-                for j in range(N_h):
-                    for i in range(N_i):
-                        s1 += w1[j, i] * w1[j, i]
-                s2 = 0.0
-                for o in range(N_o):
-                    for j in range(N_h):
-                        s2 += w2[o, j] * w2[o, j]
-                if not (s1 <= bound2 and s2 <= bound2):
+                if not _record(r, k_rec, w1, w2, w, w_star, bound2, rec1, rec2, diag):
                     diverged[r] = True
                     break
-                if k_rec < n_diag:
-                    s3 = 0.0
-                    for o in range(N_o):
-                        for i in range(N_i):
-                            dd = w[o, i] - w_star[o, i]
-                            s3 += dd * dd
-                    diag[k_rec, r, 0] = s1
-                    diag[k_rec, r, 1] = s2
-                    diag[k_rec, r, 2] = s3
-                if k_rec < n_rec:
-                    rec1[k_rec, r] = w1
-                    rec2[k_rec, r] = w2
                 k_rec += 1
         if not diverged[r]:
-            s1 = 0.0
-            for j in range(N_h):
-                for i in range(N_i):
-                    s1 += w1[j, i] * w1[j, i]
-            s2 = 0.0
-            for o in range(N_o):
-                for j in range(N_h):
-                    s2 += w2[o, j] * w2[o, j]
-            if not (s1 <= bound2 and s2 <= bound2):
-                diverged[r] = True
+            diverged[r] = not _within_bound(w1, w2, bound2)[0]
+    return diverged
+
+
+@njit(cache=True, boundscheck=False, fastmath={"reassoc", "contract"})
+def sgf_kernel(X, Y, W1, W2, Wp, drift, amp, zeta, thin, rec1, rec2, diag, w_star, bound):
+    """Advance ``R`` replicas by ``n`` Euler-Maruyama steps of the SGF (Eqs. 51-52) in place.
+
+    ``zeta`` (n, R, P) are the standard normals ``z`` of each step and replica; one step is::
+
+        a_mu = drift + amp (z_mu - mean z),   K_t = sum_mu a_mu (y_mu - w x_mu) x_mu^T,
+        W2_new = W2 + K_t W1^T,  W1_new = W1 + W2^T K_t,  w = W2_new W1_new
+
+    with ``drift = dt / P`` and ``amp = sqrt(lr dt c / P)`` (module docstring). The other
+    arguments, the records and the divergence flags are those of :func:`sgd_kernel`.
+    """
+    n, R, P = zeta.shape
+    K = np.empty(Wp.shape[1:], np.float64)
+    d2 = np.empty(Wp.shape[1], np.float64)
+    diverged = np.zeros(R, np.bool_)
+    bound2 = bound * bound
+    for r in range(R):
+        w1, w2, w = W1[r], W2[r], Wp[r]
+        k_rec = 0
+        for t in range(n):
+            z = zeta[t, r]
+            z_mean = 0.0
+            for mu in range(P):
+                z_mean += z[mu]
+            z_mean /= P
+            K[:] = 0.0
+            for mu in range(P):
+                _add_sample(K, w, X[mu], Y[mu], drift + amp * (z[mu] - z_mean))
+            _layer_step(w1, w2, w, K, d2)
+            if (t + 1) % thin == 0:
+                if not _record(r, k_rec, w1, w2, w, w_star, bound2, rec1, rec2, diag):
+                    diverged[r] = True
+                    break
+                k_rec += 1
+        if not diverged[r]:
+            diverged[r] = not _within_bound(w1, w2, bound2)[0]
     return diverged
 
 
@@ -677,48 +730,21 @@ class _SGFStepper:
 
     def __init__(self, X, Y, W1, W2, lr, S, sampling, dt, rng, w_star, bound):
         self.X, self.Y, self.W1, self.W2 = X, Y, W1, W2
+        R, _, N_i = W1.shape
         P = X.shape[0]
-        c = noise_prefactor(P, S, sampling)
+        self.Wp = np.empty((R, Y.shape[1], N_i))
+        product_kernel(W1, W2, self.Wp)
         self.drift = dt / P
-        self.amp = np.sqrt(lr * dt * c / P)
-        self.stream = BlockStream(rng, W1.shape[0], P, "normal")
+        self.amp = np.sqrt(lr * dt * noise_prefactor(P, S, sampling) / P)
+        self.stream = BlockStream(rng, R, P, "normal")
         self.w_star, self.bound = w_star, bound
 
     def advance(self, n, thin, rec1, rec2, diag):
-        X, Y, W1, W2 = self.X, self.Y, self.W1, self.W2
         zeta = self.stream.take(n)
-        R = W1.shape[0]
-        alive = np.ones(R, dtype=bool)
-        k_rec = 0
-        with np.errstate(all="ignore"):
-            for t in range(n):
-                z = zeta[t]
-                a = self.drift + self.amp * (z - z.mean(axis=1, keepdims=True))  # (R, P)
-                w = np.matmul(W2, W1)  # (R, N_o, N_i)
-                E = Y - np.matmul(X, w.transpose(0, 2, 1))  # (R, P, N_o)
-                Kt = np.matmul((E * a[:, :, None]).transpose(0, 2, 1), X)  # (R, N_o, N_i)
-                dW1 = np.matmul(W2.transpose(0, 2, 1), Kt)
-                W2 += np.matmul(Kt, W1.transpose(0, 2, 1))
-                W1 += dW1
-                if (t + 1) % thin == 0:
-                    s1 = np.sum(W1 * W1, axis=(1, 2))
-                    s2 = np.sum(W2 * W2, axis=(1, 2))
-                    ok = (s1 <= self.bound**2) & (s2 <= self.bound**2)
-                    if not ok.all():
-                        return ~ok
-                    if k_rec < diag.shape[0]:
-                        dd = np.matmul(W2, W1) - self.w_star
-                        diag[k_rec, :, 0] = s1
-                        diag[k_rec, :, 1] = s2
-                        diag[k_rec, :, 2] = np.sum(dd * dd, axis=(1, 2))
-                    if k_rec < rec1.shape[0]:
-                        rec1[k_rec] = W1
-                        rec2[k_rec] = W2
-                    k_rec += 1
-            s1 = np.sum(W1 * W1, axis=(1, 2))
-            s2 = np.sum(W2 * W2, axis=(1, 2))
-        alive &= (s1 <= self.bound**2) & (s2 <= self.bound**2)
-        return ~alive
+        return sgf_kernel(
+            self.X, self.Y, self.W1, self.W2, self.Wp, self.drift, self.amp, zeta, thin, rec1,
+            rec2, diag, self.w_star, self.bound,
+        )  # fmt: skip
 
 
 def sgf_noise(
@@ -1172,7 +1198,7 @@ def run_sgf_two_layer(
     step per Euler step, matching the first two moments of a step of Eq. 41). The noise is the
     exact mini-batch noise at the current weights (covariance :func:`minibatch_noise_covariance`
     with the App. C prefactor of ``sampling``), drawn from ``P`` standard normals per replica
-    and step without forming the covariance (module docstring). Vectorised numpy over replicas.
+    and step without forming the covariance (module docstring), by :func:`sgf_kernel` (numba).
     """
     return _run(
         "sgf", X, Y, W1_ref, W2_ref, lr, batch_size, sampling, W1_init, W2_init, burnin_steps,
