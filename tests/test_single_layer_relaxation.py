@@ -159,7 +159,11 @@ def test_fitted_rates_match_the_exact_discrete_decay(relaxation_run) -> None:
     fitted = np.isfinite(ds["omega_fit"].values)
     assert fitted.sum() >= 20  # of 25 modes; a mode starting within the noise is not fitted
     z = ((ds["omega_fit"] - ds["omega_discrete"]) / ds["omega_fit_se"]).values[fitted]
-    assert np.mean(z**2) < 2.5 and np.max(np.abs(z)) < 4.5
+    # the rates share the replica-mean series, so their z-scores are correlated and mean z^2
+    # fluctuates far more than for 25 independent ones: over generator seeds 12-19 and both
+    # random streams (before and after the counter-based kernel stream) it ranged 0.46-2.56,
+    # mean 1.3; the bound sits above that range
+    assert np.mean(z**2) < 3.0 and np.max(np.abs(z)) < 4.5
     assert float(ds["diverged"]) == 0
 
 

@@ -7,6 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
+from weightdyn.counter_rng import replica_keys, uniforms
 from weightdyn.single_layer.simulate import (
     SGDResult,
     batch_indices_from_uniforms,
@@ -16,6 +17,17 @@ from weightdyn.single_layer.simulate import (
 )
 from weightdyn.stats import group_covariances, jackknife_of_mean
 from weightdyn.streams import BlockStream
+
+_NO_SUMS = (np.empty((0, 1)), np.empty((0, 1, 1)))
+
+
+def _kernel(X, y, W, lr, S, sampling, perm, keys, step0, n, thin, rec, sums=None, w_ref=None):
+    """sgd_kernel with keyword-free plumbing: no moments unless ``sums`` are given."""
+    w_ref = np.zeros(X.shape[1]) if w_ref is None else w_ref
+    sums = _NO_SUMS if sums is None else sums
+    return sgd_kernel(
+        X, y, W, lr, S, sampling == "with", perm, keys, step0, n, thin, w_ref, *sums, rec, 1e12
+    )
 
 
 def _problem(seed, N, P, sigma=0.5, scale=None):
@@ -30,10 +42,11 @@ def _problem(seed, N, P, sigma=0.5, scale=None):
 
 @pytest.mark.parametrize("sampling", ["with", "without"])
 def test_kernel_matches_reference_chain(sampling):
-    R, N, P, S, n, lr = 3, 5, 12, 4, 60, 0.3
-    X, y, _ = _problem(1, N, P)
+    R, N, P, S, n, lr, step0 = 3, 5, 12, 4, 60, 0.3, 1000
+    X, y, w_star = _problem(1, N, P)
     rng = np.random.default_rng(2)
-    u = rng.random((n, R, S))
+    keys = replica_keys(rng, R)
+    u = uniforms(keys, step0, n, S)  # the draws of steps step0 .. step0 + n - 1
     W0 = rng.standard_normal((R, N))
     perm0 = np.stack([rng.permutation(P) for _ in range(R)]).astype(np.int64)
 
@@ -42,7 +55,8 @@ def test_kernel_matches_reference_chain(sampling):
     perm = perm0.copy()
     thin = 3
     rec = np.empty((n // thin, R, N))
-    flags = sgd_kernel(X, y, W, lr, u, sampling == "with", perm, thin, rec, 1e12)
+    sums = np.zeros((R, N)), np.zeros((R, N, N))
+    flags = _kernel(X, y, W, lr, S, sampling, perm, keys, step0, n, thin, rec, sums, w_star)
     assert not flags.any()
     for r in range(R):
         w_ref = sgd_reference_chain(X, y, W0[r], lr, idx[:, r])
@@ -50,8 +64,41 @@ def test_kernel_matches_reference_chain(sampling):
         # an intermediate record: state after 2*thin steps
         w_mid = sgd_reference_chain(X, y, W0[r], lr, idx[: 2 * thin, r])
         np.testing.assert_allclose(rec[1, r], w_mid, rtol=0, atol=1e-12)
+        # the fused moments: sums over the records, upper triangle of the second moment
+        d = rec[:, r] - w_star
+        np.testing.assert_allclose(sums[0][r], d.sum(axis=0), rtol=1e-12, atol=1e-12)
+        upper = np.triu_indices(N)
+        np.testing.assert_allclose(sums[1][r][upper], (d.T @ d)[upper], rtol=1e-12, atol=1e-12)
+        assert np.all(sums[1][r][np.tril_indices(N, -1)] == 0.0)
     if sampling == "without":
         np.testing.assert_array_equal(perm, perm_after)
+
+
+@pytest.mark.parametrize("sampling", ["with", "without"])
+def test_kernel_independent_of_thread_count_and_call_split(sampling):
+    """Replicas over numba threads and steps over calls: the same bits either way."""
+    numba = pytest.importorskip("numba")
+    R, N, P, S, n = 7, 6, 20, 4, 240
+    X, y, w_star = _problem(3, N, P)
+    keys = replica_keys(np.random.default_rng(5), R)
+    out = []
+    for threads, splits in [(1, [n]), (numba.config.NUMBA_NUM_THREADS, [n]), (1, [30, 90, 120])]:
+        W, perm = np.zeros((R, N)), np.tile(np.arange(P, dtype=np.int64), (R, 1))
+        sums = np.zeros((R, N)), np.zeros((R, N, N))
+        done = 0
+        previous = numba.get_num_threads()
+        numba.set_num_threads(threads)
+        try:
+            for m in splits:
+                _kernel(X, y, W, 0.2, S, sampling, perm, keys, done, m, 3, np.empty((0, R, N)),
+                        sums, w_star)  # fmt: skip
+                done += m
+        finally:
+            numba.set_num_threads(previous)
+        out.append((W, perm, *sums))
+    for other in out[1:]:
+        for a, b in zip(out[0], other, strict=True):
+            np.testing.assert_array_equal(a, b)
 
 
 def test_index_statistics_with_replacement():
@@ -155,12 +202,12 @@ def test_group_covariances_match_stored_snapshots(sampling):
     burnin, sample, thin, n_blocks, R, S = 100, 640, 2, 2, 3, 4
     X, y, w_star, res = _small_run(13, 128, sampling)
     P, N = X.shape
-    # float64 uniforms form one sequential stream, so a single draw reproduces run_sgd's
-    u = np.random.default_rng(13).random((burnin + sample, R, S))
+    # the kernel's streams are keyed by one draw of the run's generator
+    keys = replica_keys(np.random.default_rng(13), R)
     W = np.zeros((R, N))
     perm = np.tile(np.arange(P, dtype=np.int64), (R, 1))
     rec = np.empty((burnin + sample, R, N))
-    sgd_kernel(X, y, W, 0.2, u, sampling == "with", perm, 1, rec, 1e12)
+    _kernel(X, y, W, 0.2, S, sampling, perm, keys, 0, burnin + sample, 1, rec)
     np.testing.assert_array_equal(W, res.final_W)
     snaps = rec[burnin:][thin - 1 :: thin]  # (n_rec_total, R, N)
     per_block = sample // thin // n_blocks

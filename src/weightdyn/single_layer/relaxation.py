@@ -13,7 +13,7 @@ gradient and linear in ``w``, the mean over the SGD noise obeys the exact discre
 (z_k(0) - z*_k)``, of which Eq. 27 is the small-``lr omega`` limit.
 
 Trajectories are recorded with the numba kernel of :mod:`weightdyn.single_layer.simulate` fed by
-the same fixed-block uniform stream as :func:`~weightdyn.single_layer.simulate.run_sgd`, so the
+the same counter-based stream as :func:`~weightdyn.single_layer.simulate.run_sgd`, so the
 trajectory does not depend on the recording schedule, and the state after ``n`` steps equals
 ``run_sgd``'s ``final_W`` after ``n`` steps from the same generator state.
 Pure numpy in, numpy/xarray out; no file I/O.
@@ -29,10 +29,10 @@ import xarray as xr
 from numpy.typing import ArrayLike
 
 from weightdyn import stats
+from weightdyn.counter_rng import replica_keys
 from weightdyn.io import attrs
 from weightdyn.single_layer import theory
 from weightdyn.single_layer.simulate import _check_sampling, sgd_kernel
-from weightdyn.streams import BlockStream
 
 __all__ = [
     "RelaxationRun",
@@ -126,16 +126,18 @@ def _recorded_sgd(
     W = np.tile(w_init, (R, 1))
     perm = np.tile(np.arange(P, dtype=np.int64), (R, 1))
     bound = float(1e6 * (np.max(np.abs(w_star), initial=0.0) + 1.0))
-    stream = BlockStream(rng, R, S, "uniform")
-    rec = np.empty((1, R, N))
+    keys = replica_keys(rng, R)
+    no_sums, no_rec = (np.empty((0, N)), np.empty((0, N, N))), np.empty((0, R, N))
     W_rec = np.empty((steps.size, R, N))
     alive = np.ones(R, dtype=bool)
     done = 0
     for i, target in enumerate(steps):
         n = int(target) - done
         if n > 0:
-            u = stream.take(n)
-            flags = sgd_kernel(X, y, W, lr, u, with_replacement, perm, n + 1, rec[:0], bound)
+            flags = sgd_kernel(
+                X, y, W, lr, S, with_replacement, perm, keys, done, n, n + 1, w_star, *no_sums,
+                no_rec, bound,
+            )  # fmt: skip
             alive &= ~flags
             done = int(target)
         W_rec[i] = np.where(alive[:, None], W, np.nan)

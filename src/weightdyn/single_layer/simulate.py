@@ -17,10 +17,10 @@ of ``W`` with shape ``(R, N)``.
 
 Randomness and reproducibility
 ------------------------------
-All randomness comes from a caller-supplied :class:`numpy.random.Generator`. Uniforms of
-shape ``(steps, R, S)`` are drawn from it in fixed-size blocks of steps (see
-:class:`weightdyn.streams.BlockStream`), independent of ``chunk_steps``, and handed to a
-single-threaded numba kernel which turns them into batch indices:
+The kernel draws its own random numbers from a counter-based stream
+(:mod:`weightdyn.counter_rng`): step ``t`` of replica ``r`` uses draws ``t S .. t S + S - 1``
+of the replica's stream, whose key comes from one draw of the caller's
+:class:`numpy.random.Generator`. The uniforms ``u`` become batch indices by
 
 * with replacement: ``idx = min(floor(u * P), P - 1)``;
 * without replacement: partial Fisher-Yates shuffle of a per-replica permutation array
@@ -29,9 +29,9 @@ single-threaded numba kernel which turns them into batch indices:
   ``perm[:S]``. Whatever the current state of ``perm``, ``perm[:S]`` after the swaps is a
   uniformly random ordered S-subset, so consecutive batches are independent.
 
-The statistics accumulated by :func:`run_sgd` are summed over fixed groups of
-``_RECORD_GROUP`` records, aligned to the start of each time block, and chunk boundaries
-are placed on group boundaries, so the results are bit-identical for any ``chunk_steps``.
+The moments of :func:`run_sgd` are summed inside the kernel, record by record in step order,
+per replica and time block; the replicas are split over numba's threads. Nothing depends on
+``chunk_steps`` or on the thread count: results are bit-identical for any of them.
 """
 
 from __future__ import annotations
@@ -41,11 +41,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
+from weightdyn.counter_rng import replica_keys, uniform
 from weightdyn.minibatch import draw_batch
 from weightdyn.observables import Observables, SeriesRecorder, series_fields
-from weightdyn.streams import BlockStream, ProgressReporter
+from weightdyn.streams import ProgressReporter
 
 __all__ = [
     "SAMPLING_MODES",
@@ -58,8 +59,6 @@ __all__ = [
 
 SAMPLING_MODES = ("with", "without")
 
-#: number of recorded snapshots per batched-matmul accumulation group
-_RECORD_GROUP = 32
 #: divergence threshold: |w_i| > _DIVERGENCE_FACTOR * (max_i |w_ref_i| + 1)
 _DIVERGENCE_FACTOR = 1e6
 
@@ -76,22 +75,76 @@ def _check_sampling(sampling: str) -> bool:
 # --------------------------------------------------------------------------------------
 
 
-@njit(cache=True, boundscheck=False, fastmath={"reassoc", "contract"})
-def sgd_kernel(X, y, W, lr, u, with_replacement, perm, thin, rec, bound):
+@njit(cache=True, boundscheck=False, fastmath={"reassoc", "contract"}, inline="always")
+def _sgd_step(X, y, w, c, idx, res):
+    """``w <- w - c sum_s (w.x_s - y_s) x_s`` over the batch ``idx`` (Eq. 11 with c = lr/S).
+
+    All residuals use the old ``w`` (one mini-batch gradient), then the S rows are added.
+    """
+    S = idx.shape[0]
+    N = w.shape[0]
+    for s in range(S):
+        xs = X[idx[s]]
+        a = 0.0
+        for i in range(N):
+            a += xs[i] * w[i]
+        res[s] = c * (a - y[idx[s]])
+    for s in range(S):
+        xs = X[idx[s]]
+        rs = res[s]
+        for i in range(N):
+            w[i] -= rs * xs[i]
+
+
+@njit(cache=True, boundscheck=False, fastmath={"reassoc", "contract"}, inline="always")
+def _within(w, bound):
+    """Every component of ``w`` in ``[-bound, bound]`` (False for NaN)."""
+    ok = True
+    for i in range(w.shape[0]):
+        if not (abs(w[i]) <= bound):
+            ok = False
+    return ok
+
+
+@njit(cache=True, boundscheck=False, fastmath={"reassoc", "contract"}, inline="always")
+def _accumulate(w, w_ref, dw, sum_dw, sum_dwdw):
+    """``sum_dw += dw`` and the upper triangle of ``sum_dwdw += dw dw^T``, ``dw = w - w_ref``."""
+    N = w.shape[0]
+    for i in range(N):
+        dw[i] = w[i] - w_ref[i]
+        sum_dw[i] += dw[i]
+    for i in range(N):
+        a = dw[i]
+        row = sum_dwdw[i]
+        for j in range(i, N):
+            row[j] += a * dw[j]
+
+
+@njit(cache=True, boundscheck=False, fastmath={"reassoc", "contract"}, parallel=True)
+def sgd_kernel(
+    X, y, W, lr, S, with_replacement, perm, keys, step0, n, thin, w_ref, sum_dw, sum_dwdw, rec,
+    bound,
+):  # fmt: skip
     """Advance ``R`` SGD replicas by ``n`` steps in place (paper 000, Eqs. 10-11).
 
     Parameters
     ----------
     X, y : (P, N), (P,) float64 training data.
     W : (R, N) float64, C-contiguous; updated in place.
-    lr : learning rate lambda.
-    u : (n, R, S) float64 uniforms in [0, 1) choosing the mini-batches.
+    lr, S : learning rate lambda and batch size.
     with_replacement : bool; index rule see module docstring.
     perm : (R, P) int64 per-replica permutation (used and updated only without
         replacement; must hold a permutation of ``0..P-1`` per row).
-    thin : record ``W`` after every ``thin``-th step (steps ``thin-1, 2*thin-1, ...`` of
-        this call) into ``rec[k]`` as long as ``k < rec.shape[0]``.
-    rec : (n_rec, R, N) float64 record buffer (may have ``n_rec = 0``).
+    keys : (R,) uint64 replica keys (:func:`weightdyn.counter_rng.replica_keys`); step ``t``
+        of replica ``r`` uses draws ``t S .. t S + S - 1`` of its stream.
+    step0 : the global index of this call's first step (the chain has done ``step0`` steps).
+    thin : a record after every ``thin``-th step of this call (steps ``thin-1, 2 thin-1, ...``).
+    w_ref : (N,) reference for the moments.
+    sum_dw, sum_dwdw : (R, N), (R, N, N) or zero-size: at every record ``dw = w - w_ref`` is
+        added to ``sum_dw[r]`` and ``dw dw^T`` to the upper triangle (``j >= i``) of
+        ``sum_dwdw[r]`` (the caller mirrors it). Zero-size arrays (R = 0): no moments.
+    rec : (n_rec, R, N) float64: record ``k < n_rec`` of this call is stored in ``rec[k]``
+        (e.g. for an observable hook; ``n_rec = 0`` stores none).
     bound : a replica whose weight component leaves ``[-bound, bound]`` (or becomes
         non-finite) is flagged as diverged and not advanced further in this call.
 
@@ -99,52 +152,44 @@ def sgd_kernel(X, y, W, lr, u, with_replacement, perm, thin, rec, bound):
     -------
     diverged : (R,) bool.
 
-    Only the ``reassoc`` and ``contract`` fast-math flags are set: they let LLVM vectorise the
-    dot products (about 1.8x) while NaN/Inf semantics, which the divergence check relies on,
-    are kept. The compiled summation order is fixed, so results are bit-reproducible for a
-    given build and agree with the reference loop to rounding (1e-12 in the tests).
+    The replicas are split over numba's threads (``prange``). A replica's steps, random
+    numbers and moment sums depend only on its key and the global step index, never on the
+    thread count or on how the steps are split into calls, so results are bit-identical for
+    any of them. Only the ``reassoc`` and ``contract`` fast-math flags are set: they let LLVM
+    vectorise the dot products while NaN/Inf semantics, which the divergence check relies on,
+    are kept.
     """
-    n, R, S = u.shape
-    P, N = X.shape
+    R, N = W.shape
+    P = X.shape[0]
+    moments = sum_dw.shape[0] > 0
     n_rec = rec.shape[0]
-    idx = np.empty(S, np.int64)
-    res = np.empty(S, np.float64)
     diverged = np.zeros(R, np.bool_)
     c = lr / S
-    for r in range(R):
+    for r in prange(R):
+        idx = np.empty(S, np.int64)
+        u = np.empty(S, np.float64)
+        res = np.empty(S, np.float64)
+        dw = np.empty(N, np.float64)
         w = W[r]
-        pr = perm[r]
+        key = keys[r]
         k_rec = 0
         for t in range(n):
-            draw_batch(u[t, r], P, with_replacement, pr, idx)  # App. C sampling
-            # --- residuals r_s = x_s.w - y_s, scaled by lr/S (Eq. 11) ---
+            base = np.uint64(step0 + t) * np.uint64(S)
             for s in range(S):
-                xs = X[idx[s]]
-                a = 0.0
-                for i in range(N):
-                    a += xs[i] * w[i]
-                res[s] = c * (a - y[idx[s]])
-            # --- w <- w - (lr/S) sum_s r_s x_s ---
-            for s in range(S):
-                xs = X[idx[s]]
-                rs = res[s]
-                for i in range(N):
-                    w[i] -= rs * xs[i]
+                u[s] = uniform(key, base + np.uint64(s))
+            draw_batch(u, P, with_replacement, perm[r], idx)  # App. C sampling
+            _sgd_step(X, y, w, c, idx, res)
             if (t + 1) % thin == 0:
-                ok = True
-                for i in range(N):
-                    if not (abs(w[i]) <= bound):
-                        ok = False
-                if not ok:
+                if not _within(w, bound):
                     diverged[r] = True
                     break
+                if moments:
+                    _accumulate(w, w_ref, dw, sum_dw[r], sum_dwdw[r])
                 if k_rec < n_rec:
                     rec[k_rec, r, :] = w
-                    k_rec += 1
+                k_rec += 1
         if not diverged[r]:
-            for i in range(N):
-                if not (abs(w[i]) <= bound):
-                    diverged[r] = True
+            diverged[r] = not _within(w, bound)
     return diverged
 
 
@@ -204,6 +249,11 @@ def batch_indices_from_uniforms(
 # --------------------------------------------------------------------------------------
 
 
+def _mirrored(upper: np.ndarray) -> np.ndarray:
+    """Symmetric matrices (..., N, N) from their upper triangles (the kernel's moment sums)."""
+    return np.triu(upper) + np.swapaxes(np.triu(upper, 1), -1, -2)
+
+
 @dataclass
 class SGDResult:
     """Accumulated moments of ``dw = w - w_ref`` per (replica, time block) group.
@@ -256,11 +306,11 @@ def run_sgd(
     ``burnin_steps`` steps are run first (nothing recorded). Then ``sample_steps`` steps
     are split into ``n_blocks`` equal time blocks; every ``thin``-th step the weights are
     recorded and ``dw = w - w_ref`` enters the per-(replica, block) sums ``sum_dw`` and
-    ``sum_dwdw`` (batched matmul over groups of recorded snapshots). ``sample_steps`` must
+    ``sum_dwdw`` (inside the kernel, :func:`sgd_kernel`). ``sample_steps`` must
     be a multiple of ``n_blocks * thin``.
 
-    ``chunk_steps`` bounds the memory (uniforms and records of one chunk); it is rounded to
-    a multiple of ``thin * 32`` and does not change any result bit.
+    ``chunk_steps`` sets how often progress is reported (and, with an observable hook, the
+    records held at a time); it is rounded to a multiple of ``thin`` and changes no result bit.
 
     Divergence: if a weight component becomes non-finite or exceeds
     ``1e6 * (max|w_ref| + 1)`` in magnitude (checked every ``thin`` steps and at chunk
@@ -298,67 +348,52 @@ def run_sgd(
             f"sample_steps={sample_steps} must be a multiple of n_blocks*thin={n_blocks * thin}"
         )
     block_steps = sample_steps // n_blocks
-    unit = thin * _RECORD_GROUP
-    chunk = max(1, int(chunk_steps) // unit) * unit
-
-    G = R * n_blocks
-    sum_dw = np.zeros((G, N))
-    sum_dwdw = np.zeros((G, N, N))
-    n_records = np.zeros(G, dtype=np.int64)
-    group_replica = np.repeat(np.arange(R), n_blocks)
-    group_block = np.tile(np.arange(n_blocks), R)
-
+    chunk = max(1, int(chunk_steps) // thin) * thin
+    sum_dw = np.zeros((R, n_blocks, N))
+    sum_dwdw = np.zeros((R, n_blocks, N, N))
+    n_records = np.zeros((R, n_blocks), dtype=np.int64)
     perm = np.tile(np.arange(P, dtype=np.int64), (R, 1))
+    keys = replica_keys(rng, R)
     with np.errstate(all="ignore"):
         bound = float(_DIVERGENCE_FACTOR * (np.max(np.abs(w_ref), initial=0.0) + 1.0))
         diverged = not bool(np.all(np.abs(W) <= bound))
-    stream = BlockStream(rng, R, S, "uniform")
     prog = ProgressReporter(progress, burnin_steps + sample_steps, R, "SGD")
     t_start = time.perf_counter()
     done = 0
-    empty_rec = np.empty((0, R, N))
+    no_sums = np.empty((0, N)), np.empty((0, N, N))
     recorder = None
     if observables is not None:
         recorder = SeriesRecorder(observables, sample_steps // thin, R)
 
-    # ---- burn-in ----
-    pos = 0
-    while not diverged and pos < burnin_steps:
-        n = min(chunk, burnin_steps - pos)
-        u = stream.take(n)
-        flags = sgd_kernel(X, y, W, lr, u, with_replacement, perm, n + 1, empty_rec, bound)
-        diverged = bool(flags.any())
-        pos += n
+    def advance(n, thin_, sums, n_rec):
+        nonlocal done
+        rec = np.empty((n_rec, R, N))
+        flags = sgd_kernel(
+            X, y, W, lr, S, with_replacement, perm, keys, done, n, thin_, w_ref, *sums, rec,
+            bound,
+        )  # fmt: skip
         done += n
         prog.update(done)
+        return bool(flags.any()), rec
 
-    # ---- sampling in n_blocks time blocks ----
+    # ---- burn-in ----
+    while not diverged and done < burnin_steps:
+        diverged = advance(min(chunk, burnin_steps - done), chunk + 1, no_sums, 0)[0]
+
+    # ---- sampling in n_blocks time blocks; moments fused into the kernel ----
     for b in range(n_blocks):
-        if diverged:
-            break
         pos = 0
-        while pos < block_steps:
+        while not diverged and pos < block_steps:
             n = min(chunk, block_steps - pos)
-            n_rec = n // thin
-            u = stream.take(n)
-            rec = np.empty((n_rec, R, N))
-            flags = sgd_kernel(X, y, W, lr, u, with_replacement, perm, thin, rec, bound)
+            sums = (sum_dw[:, b], sum_dwdw[:, b])
+            diverged, rec = advance(n, thin, sums, n // thin if recorder else 0)
+            if recorder is not None and not diverged:
+                recorder.add(rec - w_ref)
+            n_records[:, b] += n // thin
             pos += n
-            done += n
-            if flags.any():
-                diverged = True
-                break
-            dw = rec - w_ref  # (n_rec, R, N)
-            if recorder is not None:
-                recorder.add(dw)
-            groups = np.arange(R) * n_blocks + b
-            for g0 in range(0, n_rec, _RECORD_GROUP):
-                d = dw[g0 : g0 + _RECORD_GROUP].transpose(1, 0, 2)  # (R, k, N)
-                sum_dw[groups] += d.sum(axis=1)
-                sum_dwdw[groups] += np.matmul(d.transpose(0, 2, 1), d)
-                n_records[groups] += d.shape[1]
-            prog.update(done)
 
+    sum_dw = sum_dw.reshape(R * n_blocks, N)
+    sum_dwdw = _mirrored(sum_dwdw.reshape(R * n_blocks, N, N))
     if diverged:
         sum_dw[:] = np.nan
         sum_dwdw[:] = np.nan
@@ -366,9 +401,9 @@ def run_sgd(
     return SGDResult(
         sum_dw=sum_dw,
         sum_dwdw=sum_dwdw,
-        n_records=n_records,
-        group_replica=group_replica,
-        group_block=group_block,
+        n_records=n_records.reshape(-1),
+        group_replica=np.repeat(np.arange(R), n_blocks),
+        group_block=np.tile(np.arange(n_blocks), R),
         diverged=diverged,
         burnin_steps=burnin_steps,
         sample_steps=sample_steps,
