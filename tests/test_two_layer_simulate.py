@@ -7,6 +7,7 @@ import warnings
 import numpy as np
 import pytest
 
+from weightdyn.counter_rng import normals, replica_keys, uniforms
 from weightdyn.two_layer import simulate as sim
 from weightdyn.two_layer.data import two_layer_data
 
@@ -102,7 +103,7 @@ def test_balance_conserved_adaptive_tolerance():
 # -------------------------------------------------------------------------------- SGD kernel
 
 
-def _kernel_run(data, W1, W2, lr, u, sampling, thin=7, n_rec=0):
+def _kernel_run(data, W1, W2, lr, keys, S, n, sampling, thin=7, n_rec=0):
     R = W1.shape[0]
     N_h, N_i = W1.shape[1:]
     N_o = W2.shape[1]
@@ -115,8 +116,8 @@ def _kernel_run(data, W1, W2, lr, u, sampling, thin=7, n_rec=0):
     diag = np.empty((n_rec, R, 3))
     w_star = sim.least_squares_solution(data.X, data.Y)
     flags = sim.sgd_kernel(
-        data.X, data.Y, A1, A2, Wp, lr, u, sampling == "with", perm, thin, rec1, rec2, diag,
-        w_star, 1e10,
+        data.X, data.Y, A1, A2, Wp, lr, S, sampling == "with", perm, keys, 0, n, thin, rec1, rec2,
+        diag, w_star, 1e10,
     )  # fmt: skip
     return A1, A2, Wp, flags, rec1, rec2, diag
 
@@ -128,8 +129,11 @@ def test_kernel_matches_reference_loop(sampling, N_o):
     rng = np.random.default_rng(3)
     R, S, n = 3, 4, 300
     W1, W2 = sim.gaussian_init(7, 5, N_o, rng, replicas=R)
-    u = rng.random((n, R, S))
-    A1, A2, Wp, flags, rec1, rec2, diag = _kernel_run(data, W1, W2, 0.3, u, sampling, 7, 40)
+    keys = replica_keys(rng, R)
+    u = uniforms(keys, 0, n, S)  # the kernel's draws
+    A1, A2, Wp, flags, rec1, rec2, diag = _kernel_run(
+        data, W1, W2, 0.3, keys, S, n, sampling, 7, 40
+    )
     assert not flags.any()
     idx, _ = sim.batch_indices_from_uniforms(u, data.P, sampling)
     for r in range(R):
@@ -159,7 +163,8 @@ def test_sgf_kernel_matches_a_plain_euler_maruyama_loop(N_o):
     rng = np.random.default_rng(4)
     R, n, thin = 3, 200, 8
     W1, W2 = sim.gaussian_init(7, 5, N_o, rng, replicas=R)
-    zeta = rng.standard_normal((n, R, data.P))
+    keys = replica_keys(rng, R)
+    zeta = normals(keys, 0, n, data.P)  # the kernel's draws
     A1, A2 = W1.copy(), W2.copy()
     Wp = np.empty((R, N_o, 7))
     sim.product_kernel(A1, A2, Wp)
@@ -168,7 +173,7 @@ def test_sgf_kernel_matches_a_plain_euler_maruyama_loop(N_o):
     w_star = sim.least_squares_solution(data.X, data.Y)
     drift, amp = 0.2 / data.P, 0.05
     flags = sim.sgf_kernel(
-        data.X, data.Y, A1, A2, Wp, drift, amp, zeta, thin, rec1, rec2, diag, w_star, 1e10
+        data.X, data.Y, A1, A2, Wp, drift, amp, keys, 0, n, thin, rec1, rec2, diag, w_star, 1e10
     )
     assert not flags.any()
     for r in range(R):
@@ -226,14 +231,14 @@ def test_moments_match_explicit_records():
     """The group sums equal sums over the kernel's records (same batches via the same rng)."""
     data, _, _ = _problem(N_i=5, N_o=2, P=40)
     res = _run(data, "with", burnin_steps=0, sample_steps=320, n_blocks=1, replicas=2)
-    # replay with the bare kernel and the same uniform stream
+    # replay with the bare kernel and the same keys (one draw of the run's generator)
     rng0 = np.random.default_rng(11)
     W1, W2 = sim.gaussian_init(5, 4, 2, rng0)
     gf = sim.gradient_flow(data.X, data.Y, W1, W2, 300.0)
-    u = np.random.default_rng(5).random((1024, 2, 4))[:320]
+    keys = replica_keys(np.random.default_rng(5), 2)
     A1 = np.ascontiguousarray(np.tile(gf.W1, (2, 1, 1)))
     A2 = np.ascontiguousarray(np.tile(gf.W2, (2, 1, 1)))
-    *_, rec1, rec2, _ = _kernel_run(data, A1, A2, 0.2, u, "with", thin=5, n_rec=64)
+    *_, rec1, rec2, _ = _kernel_run(data, A1, A2, 0.2, keys, 4, 320, "with", thin=5, n_rec=64)
     d1 = rec1.reshape(64, 2, -1) - gf.W1.ravel()
     d2 = rec2.reshape(64, 2, -1) - gf.W2.ravel()
     for r in range(2):
@@ -303,10 +308,10 @@ def test_sgd_one_step_covariance_matches_formula(sampling):
     """One SGD step from fixed weights: increment covariance = lr^2 x the same formula."""
     data, W1, W2 = _problem(N_i=3, N_h=2, N_o=2, P=12)
     R, S, lr = 40_000, 3, 0.1
-    u = np.random.default_rng(8).random((1, R, S))
+    keys = replica_keys(np.random.default_rng(8), R)
     A1 = np.ascontiguousarray(np.broadcast_to(W1, (R, *W1.shape)))
     A2 = np.ascontiguousarray(np.broadcast_to(W2, (R, *W2.shape)))
-    B1, B2, *_ = _kernel_run(data, A1, A2, lr, u, sampling, thin=2)
+    B1, B2, *_ = _kernel_run(data, A1, A2, lr, keys, S, 1, sampling, thin=2)
     inc = np.concatenate([(B1 - W1).reshape(R, -1), (B2 - W2).reshape(R, -1)], axis=1) / lr
     G = np.concatenate([a.ravel() for a in sim.neg_gradients(data.X, data.Y, W1, W2)])
     C = sim.minibatch_noise_covariance(data.X, data.Y, W1, W2, S, sampling)

@@ -27,6 +27,7 @@ from numba import njit
 __all__ = [
     "cell_key",
     "normal_pair",
+    "normals",
     "replica_key",
     "replica_keys",
     "splitmix64",
@@ -100,4 +101,21 @@ def uniforms(keys: np.ndarray, step0: int, n: int, k: int) -> np.ndarray:
         for r in range(keys.shape[0]):
             for j in range(k):
                 out[t, r, j] = uniform(keys[r], base + np.uint64(j))
+    return out
+
+
+@njit(cache=True)
+def normals(keys: np.ndarray, step0: int, n: int, k: int) -> np.ndarray:
+    """The standard normals (n, R, k) that a kernel drawing ``k`` per step uses at steps
+    ``step0 .. step0 + n - 1``: normals ``step k' + j`` (``k'`` = k rounded up to even)."""
+    half = (k + 1) // 2
+    out = np.empty((n, keys.shape[0], k))
+    for t in range(n):
+        base = np.uint64(step0 + t) * np.uint64(half)
+        for r in range(keys.shape[0]):
+            for m in range(half):
+                a, b = normal_pair(keys[r], base + np.uint64(m))
+                out[t, r, 2 * m] = a
+                if 2 * m + 1 < k:
+                    out[t, r, 2 * m + 1] = b
     return out

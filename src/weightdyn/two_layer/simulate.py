@@ -51,13 +51,15 @@ Haar-random ``O`` (N_i, k) with orthonormal columns, ``k = min(N_o, N_h) <= N_i`
 
 Randomness and reproducibility
 ------------------------------
-All randomness comes from a caller-supplied :class:`numpy.random.Generator`. SGD consumes
-uniforms ``(steps, R, S)`` and SGF standard normals ``(steps, R, P)`` drawn in fixed blocks of
-steps, independent of ``chunk_steps``; the moment sums are accumulated over fixed groups of
-records aligned to each time block, and chunk boundaries fall on group boundaries, so results
-are bit-identical for any ``chunk_steps`` (tested). The SGD and SGF kernels are single-threaded
-numba with only the ``reassoc`` and ``contract`` fast-math flags (NaN/Inf semantics kept), so
-reruns are bit-identical on the same build.
+The kernels draw their own random numbers from counter-based streams
+(:mod:`weightdyn.counter_rng`), one per replica, keyed by one draw of the caller's
+:class:`numpy.random.Generator`: SGD step ``t`` uses the uniforms ``t S .. t S + S - 1`` of its
+replica's stream, SGF step ``t`` the normals ``t P' .. t P' + P - 1`` (``P'`` = P rounded up
+to even). The replicas are split over numba's threads (``prange``), and the moment sums are
+accumulated over fixed groups of records aligned to each time block with chunk boundaries on
+group boundaries, so results are bit-identical for any ``chunk_steps`` and any thread count
+(tested). Only the ``reassoc`` and ``contract`` fast-math flags are set (NaN/Inf semantics
+kept), so reruns are bit-identical on the same build.
 """
 
 from __future__ import annotations
@@ -67,13 +69,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 from scipy.integrate import solve_ivp
 
+from weightdyn.counter_rng import normal_pair, replica_keys, uniform
 from weightdyn.minibatch import draw_batch
 from weightdyn.observables import Observables, SeriesRecorder, series_fields
 from weightdyn.single_layer.theory import noise_prefactor
-from weightdyn.streams import BlockStream, ProgressReporter
+from weightdyn.streams import ProgressReporter
 
 __all__ = [
     "INTEGRATORS",
@@ -549,10 +552,11 @@ def _record(r, k_rec, w1, w2, w, w_star, bound2, rec1, rec2, diag):
     return True
 
 
-@njit(cache=True, boundscheck=False, fastmath={"reassoc", "contract"})
+@njit(cache=True, boundscheck=False, fastmath={"reassoc", "contract"}, parallel=True)
 def sgd_kernel(
-    X, Y, W1, W2, Wp, lr, u, with_replacement, perm, thin, rec1, rec2, diag, w_star, bound
-):
+    X, Y, W1, W2, Wp, lr, S, with_replacement, perm, keys, step0, n, thin, rec1, rec2, diag,
+    w_star, bound,
+):  # fmt: skip
     """Advance ``R`` SGD replicas of the two-layer network by ``n`` steps in place (Eq. 41).
 
     Parameters
@@ -560,11 +564,13 @@ def sgd_kernel(
     X, Y : (P, N_i), (P, N_o) float64 training data.
     W1, W2 : (R, N_h, N_i), (R, N_o, N_h) float64, C-contiguous; updated in place.
     Wp : (R, N_o, N_i) the products ``W2 W1`` (state; initialise with :func:`product_kernel`).
-    lr : learning rate lambda.
-    u : (n, R, S) uniforms in [0, 1) choosing the mini-batches (rule: see
-        :func:`batch_indices_from_uniforms`).
+    lr, S : learning rate lambda and batch size.
     with_replacement : bool.
     perm : (R, P) int64 per-replica permutation state (used only without replacement).
+    keys : (R,) uint64 replica keys (:func:`weightdyn.counter_rng.replica_keys`); step ``t``
+        of replica ``r`` chooses its batch (rule: :func:`batch_indices_from_uniforms`) by the
+        uniforms ``t S .. t S + S - 1`` of its stream.
+    step0, n : the global index of this call's first step, and the number of steps.
     thin : record after every ``thin``-th step of this call (record ``k`` after step
         ``(k + 1) thin``): weights into ``rec1[k], rec2[k]`` while ``k < rec1.shape[0]``,
         diagnostics ``(|W1|_F^2, |W2|_F^2, |W2 W1 - w*|_F^2)`` into ``diag[k]`` while
@@ -584,19 +590,24 @@ def sgd_kernel(
         K = c sum_{s in B} (y_s - w x_s) x_s^T           (= lr G, G = Sigma^yx - w Sigma^xx)
         W2_new = W2 + K W1^T,  W1_new = W1 + W2^T K,  w = W2_new W1_new .
     """
-    n, R, S = u.shape
+    R = W1.shape[0]
     P = X.shape[0]
-    idx = np.empty(S, np.int64)
-    K = np.empty(Wp.shape[1:], np.float64)
-    d2 = np.empty(Wp.shape[1], np.float64)
     diverged = np.zeros(R, np.bool_)
     c = lr / S
     bound2 = bound * bound
-    for r in range(R):
+    for r in prange(R):
+        idx = np.empty(S, np.int64)
+        u = np.empty(S, np.float64)
+        K = np.empty(Wp.shape[1:], np.float64)
+        d2 = np.empty(Wp.shape[1], np.float64)
         w1, w2, w = W1[r], W2[r], Wp[r]
+        key = keys[r]
         k_rec = 0
         for t in range(n):
-            draw_batch(u[t, r], P, with_replacement, perm[r], idx)  # App. C sampling
+            base = np.uint64(step0 + t) * np.uint64(S)
+            for s in range(S):
+                u[s] = uniform(key, base + np.uint64(s))
+            draw_batch(u, P, with_replacement, perm[r], idx)  # App. C sampling
             K[:] = 0.0
             for s in range(S):
                 _add_sample(K, w, X[idx[s]], Y[idx[s]], c)
@@ -611,28 +622,39 @@ def sgd_kernel(
     return diverged
 
 
-@njit(cache=True, boundscheck=False, fastmath={"reassoc", "contract"})
-def sgf_kernel(X, Y, W1, W2, Wp, drift, amp, zeta, thin, rec1, rec2, diag, w_star, bound):
+@njit(cache=True, boundscheck=False, fastmath={"reassoc", "contract"}, parallel=True)
+def sgf_kernel(
+    X, Y, W1, W2, Wp, drift, amp, keys, step0, n, thin, rec1, rec2, diag, w_star, bound
+):  # fmt: skip
     """Advance ``R`` replicas by ``n`` Euler-Maruyama steps of the SGF (Eqs. 51-52) in place.
 
-    ``zeta`` (n, R, P) are the standard normals ``z`` of each step and replica; one step is::
+    Step ``t`` of replica ``r`` uses ``P`` standard normals ``z``, the normals
+    ``t P' .. t P' + P - 1`` (``P'`` = P rounded up to even) of the replica's stream
+    (:func:`weightdyn.counter_rng.normal_pair`, key ``keys[r]``); one step is::
 
         a_mu = drift + amp (z_mu - mean z),   K_t = sum_mu a_mu (y_mu - w x_mu) x_mu^T,
         W2_new = W2 + K_t W1^T,  W1_new = W1 + W2^T K_t,  w = W2_new W1_new
 
-    with ``drift = dt / P`` and ``amp = sqrt(lr dt c / P)`` (module docstring). The other
-    arguments, the records and the divergence flags are those of :func:`sgd_kernel`.
+    with ``drift = dt / P`` and ``amp = sqrt(lr dt c / P)`` (module docstring). ``step0`` is
+    the global index of the call's first step; the other arguments, the records and the
+    divergence flags are those of :func:`sgd_kernel`.
     """
-    n, R, P = zeta.shape
-    K = np.empty(Wp.shape[1:], np.float64)
-    d2 = np.empty(Wp.shape[1], np.float64)
+    R = W1.shape[0]
+    P = X.shape[0]
+    half = (P + 1) // 2
     diverged = np.zeros(R, np.bool_)
     bound2 = bound * bound
-    for r in range(R):
+    for r in prange(R):
+        z = np.empty(2 * half, np.float64)
+        K = np.empty(Wp.shape[1:], np.float64)
+        d2 = np.empty(Wp.shape[1], np.float64)
         w1, w2, w = W1[r], W2[r], Wp[r]
+        key = keys[r]
         k_rec = 0
         for t in range(n):
-            z = zeta[t, r]
+            base = np.uint64(step0 + t) * np.uint64(half)
+            for m in range(half):
+                z[2 * m], z[2 * m + 1] = normal_pair(key, base + np.uint64(m))
             z_mean = 0.0
             for mu in range(P):
                 z_mean += z[mu]
@@ -712,17 +734,19 @@ class _SGDStepper:
         R, _, N_i = W1.shape
         self.Wp = np.empty((R, Y.shape[1], N_i))
         product_kernel(W1, W2, self.Wp)
-        self.lr, self.with_replacement = float(lr), bool(with_replacement)
+        self.lr, self.S, self.with_replacement = float(lr), int(S), bool(with_replacement)
         self.perm = np.tile(np.arange(X.shape[0], dtype=np.int64), (R, 1))
-        self.stream = BlockStream(rng, R, S, "uniform")
+        self.keys = replica_keys(rng, R)
+        self.done = 0
         self.w_star, self.bound = w_star, bound
 
     def advance(self, n, thin, rec1, rec2, diag):
-        u = self.stream.take(n)
-        return sgd_kernel(
-            self.X, self.Y, self.W1, self.W2, self.Wp, self.lr, u, self.with_replacement,
-            self.perm, thin, rec1, rec2, diag, self.w_star, self.bound,
+        flags = sgd_kernel(
+            self.X, self.Y, self.W1, self.W2, self.Wp, self.lr, self.S, self.with_replacement,
+            self.perm, self.keys, self.done, n, thin, rec1, rec2, diag, self.w_star, self.bound,
         )  # fmt: skip
+        self.done += n
+        return flags
 
 
 class _SGFStepper:
@@ -736,15 +760,17 @@ class _SGFStepper:
         product_kernel(W1, W2, self.Wp)
         self.drift = dt / P
         self.amp = np.sqrt(lr * dt * noise_prefactor(P, S, sampling) / P)
-        self.stream = BlockStream(rng, R, P, "normal")
+        self.keys = replica_keys(rng, R)
+        self.done = 0
         self.w_star, self.bound = w_star, bound
 
     def advance(self, n, thin, rec1, rec2, diag):
-        zeta = self.stream.take(n)
-        return sgf_kernel(
-            self.X, self.Y, self.W1, self.W2, self.Wp, self.drift, self.amp, zeta, thin, rec1,
-            rec2, diag, self.w_star, self.bound,
+        flags = sgf_kernel(
+            self.X, self.Y, self.W1, self.W2, self.Wp, self.drift, self.amp, self.keys,
+            self.done, n, thin, rec1, rec2, diag, self.w_star, self.bound,
         )  # fmt: skip
+        self.done += n
+        return flags
 
 
 def sgf_noise(
