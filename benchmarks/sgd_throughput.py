@@ -1,13 +1,18 @@
-"""Throughput of the numba SGD kernel vs the plain numpy reference loop (one core).
+"""Single-layer SGD throughput: kernel, run_sgd end to end, plain loop and the machine's limit.
 
-Usage: python benchmarks/sgd_throughput.py [--steps 4000] [--ref-steps 3000]
+Usage: python benchmarks/sgd_throughput.py [--N 25 50 100 200 400] [--S 1 10 50] [--R 8 64 512]
+       [--threads 1] [--budget 0.3]
 
-Problem size as in paper 000, Fig. 4: N = 100, P = 200, S = 10; R = 64 replicas.
-Prints replica-steps per second of
-  * the bare kernel ``sgd_kernel`` (after a warm-up call that compiles / loads the cache),
-  * ``run_sgd`` end to end (uniform generation + kernel + moment accumulation, thin = 10),
-  * ``sgd_reference_chain`` (a single chain, plain numpy per step),
-and the kernel / reference ratio. Target: >= 1e6 replica-steps/s and >= 10x the plain loop.
+For every (N, S, R), with P = 2 N, lr = 0.1 and thin = 10, one timing each of
+  * ``kernel``: :func:`sgd_kernel` without moments (the bare update, random numbers included),
+  * ``kernel+m``: the kernel accumulating the moments at every 10th step (what run_sgd calls),
+  * ``run_sgd``: the driver end to end (burn-in, blocks, progress, result assembly),
+  * ``plain``: :func:`sgd_reference_chain`, one chain in numpy, batch indices precomputed,
+in replica-steps per second, and the compute bound ``DGEMM rate / (4 S N)`` flops per
+replica-step (2 S N multiply-adds for the residuals and as many for the update), with the
+DGEMM rate measured in the same run on one thread (2000 x 2000 matrices). Each timing runs
+about ``--budget`` seconds. Targets (issue 13, N = 100, S = 10, R = 64): run_sgd >= 0.8 x
+kernel+m, kernel >= 8e6 replica-steps/s per core or the measured bound.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import numba
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from weightdyn.counter_rng import replica_keys, uniforms
 from weightdyn.single_layer.simulate import (
     batch_indices_from_uniforms,
     run_sgd,
@@ -29,89 +35,85 @@ from weightdyn.single_layer.simulate import (
 )
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--N", type=int, default=100)
-    ap.add_argument("--P", type=int, default=200)
-    ap.add_argument("--S", type=int, default=10)
-    ap.add_argument("--R", type=int, default=64)
-    ap.add_argument("--steps", type=int, default=4000, help="kernel steps per timing")
-    ap.add_argument("--ref-steps", type=int, default=3000, help="steps of the plain loop")
-    ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--lr", type=float, default=0.1)
-    args = ap.parse_args()
+def dgemm_flops(n: int = 2000, repeats: int = 3) -> float:
+    """Best double-precision matrix-multiply rate (flop/s) of this process's BLAS."""
+    a, b = np.random.default_rng(0).standard_normal((2, n, n))
+    a @ b
+    best = min(_timed(lambda: a @ b) for _ in range(repeats))
+    return 2.0 * n**3 / best
 
-    numba.set_num_threads(1)
-    N, P, S, R = args.N, args.P, args.S, args.R
-    rng = np.random.default_rng(0)
+
+def _timed(f) -> float:
+    t0 = time.perf_counter()
+    f()
+    return time.perf_counter() - t0
+
+
+def _problem(N: int, P: int):
+    rng = np.random.default_rng(1)
     X = rng.standard_normal((P, N)) / np.sqrt(N)
     y = X @ rng.standard_normal(N) + 0.5 * rng.standard_normal(P)
-    w_star = np.linalg.lstsq(X, y, rcond=None)[0]
-    perm = np.tile(np.arange(P, dtype=np.int64), (R, 1))
-    empty = np.empty((0, R, N))
+    return X, y, np.linalg.lstsq(X, y, rcond=None)[0]
 
+
+def kernel_rate(X, y, w_star, S: int, R: int, steps: int, moments: bool) -> float:
+    P, N = X.shape
+    W = np.tile(w_star, (R, 1))
+    perm = np.tile(np.arange(P, dtype=np.int64), (R, 1))
+    keys = replica_keys(np.random.default_rng(2), R)
+    rows = R if moments else 0
+    sums = np.zeros((rows, N)), np.zeros((rows, N, N))
+    thin = 10 if moments else steps + 1
+    args = (X, y, W, 0.1, S, True, perm, keys)
+    tail = (w_star, *sums, np.empty((0, R, N)), 1e12)
+    sgd_kernel(*args, 0, thin, thin, *tail)  # compile or load from the cache
+    return steps * R / _timed(lambda: sgd_kernel(*args, thin, steps, thin, *tail))
+
+
+def run_sgd_rate(X, y, w_star, S: int, R: int, steps: int) -> float:
+    sample = max(20, steps // 20 * 20)
+    res = run_sgd(X, y, w_star, 0.1, S, "with", np.tile(w_star, (R, 1)), 0, sample, 10, 2,
+                  np.random.default_rng(3))  # fmt: skip
+    return sample * R / res.elapsed_s
+
+
+def plain_rate(X, y, w_star, S: int, steps: int) -> float:
+    keys = replica_keys(np.random.default_rng(4), 1)
+    idx, _ = batch_indices_from_uniforms(uniforms(keys, 0, steps, S), X.shape[0], "with")
+    return steps / _timed(lambda: sgd_reference_chain(X, y, w_star, 0.1, idx[:, 0]))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--N", type=int, nargs="+", default=[25, 50, 100, 200, 400])
+    ap.add_argument("--S", type=int, nargs="+", default=[1, 10, 50])
+    ap.add_argument("--R", type=int, nargs="+", default=[8, 64, 512])
+    ap.add_argument("--threads", type=int, default=1, help="numba threads (replicas split)")
+    ap.add_argument("--budget", type=float, default=0.3, help="seconds per timing")
+    args = ap.parse_args()
+    numba.set_num_threads(args.threads)
     print(f"python {platform.python_version()}, numpy {np.__version__}, numba {numba.__version__}")
     print(f"cpu: {platform.processor() or platform.machine()}, os.cpu_count()={os.cpu_count()}")
-    print(f"N={N} P={P} S={S} R={R} lr={args.lr}")
-
     with threadpool_limits(limits=1):
-        # warm-up (compile or load from cache)
-        W = np.tile(w_star, (R, 1))
-        t0 = time.perf_counter()
-        sgd_kernel(X, y, W, args.lr, rng.random((2, R, S)), True, perm, 3, empty, 1e12)
-        print(f"warm-up (compile/cache load): {time.perf_counter() - t0:.2f} s")
-
-        for sampling in ("with", "without"):
-            u = rng.random((args.steps, R, S))
-            times = []
-            for _ in range(args.repeats):
-                W = np.tile(w_star, (R, 1))
-                t0 = time.perf_counter()
-                sgd_kernel(
-                    X, y, W, args.lr, u, sampling == "with", perm, args.steps + 1, empty, 1e12
-                )
-                times.append(time.perf_counter() - t0)
-            rate = args.steps * R / min(times)
-            print(
-                f"kernel [{sampling:7s}] best {min(times) * 1e3:8.1f} ms / {args.steps} steps "
-                f"-> {rate:.3e} replica-steps/s (median {args.steps * R / np.median(times):.3e})"
-            )
-            if sampling == "with":
-                kernel_rate = rate
-
-        # end to end, including uniform generation and moment accumulation
-        res = run_sgd(
-            X,
-            y,
-            w_star,
-            lr=args.lr,
-            batch_size=S,
-            sampling="with",
-            w_init=np.tile(w_star, (R, 1)),
-            burnin_steps=1000,
-            sample_steps=10 * 32 * 80,
-            thin=10,
-            n_blocks=2,
-            rng=np.random.default_rng(1),
-        )
-        e2e = (res.burnin_steps + res.sample_steps) * R / res.elapsed_s
-        print(f"run_sgd end-to-end (thin=10): {e2e:.3e} replica-steps/s")
-
-        # plain reference loop, one chain
-        u1 = rng.random((args.ref_steps, 1, S))
-        idx, _ = batch_indices_from_uniforms(u1, P, "with")
-        t0 = time.perf_counter()
-        sgd_reference_chain(X, y, w_star, args.lr, idx[:, 0])
-        dt = time.perf_counter() - t0
-        ref_rate = args.ref_steps / dt
-        print(
-            f"sgd_reference_chain: {dt * 1e3:.1f} ms / {args.ref_steps} steps "
-            f"-> {ref_rate:.3e} replica-steps/s"
-        )
-
-    print(f"ratio kernel / reference: {kernel_rate / ref_rate:.1f}x")
-    ok = kernel_rate >= 1e6 and kernel_rate / ref_rate >= 10
-    print("targets (>= 1e6 replica-steps/s, >= 10x):", "MET" if ok else "NOT MET")
+        flops = dgemm_flops()
+    print(f"DGEMM (one thread): {flops / 1e9:.1f} GFLOP/s; numba threads {args.threads}")
+    print(f"{'N':>4} {'S':>3} {'R':>4} | {'kernel':>9} {'kernel+m':>9} {'run_sgd':>9} "
+          f"{'plain':>9} {'bound':>9} | e2e/k+m  k/bound  k/plain")  # fmt: skip
+    with threadpool_limits(limits=1):
+        for N in args.N:
+            X, y, w_star = _problem(N, 2 * N)
+            for S in args.S:
+                bound = flops * args.threads / (4.0 * S * N)
+                for R in args.R:
+                    # about budget seconds at 3e9 multiply-adds/s
+                    steps = max(100, int(args.budget * 1.5e9 / (R * S * N))) // 10 * 10
+                    k = kernel_rate(X, y, w_star, S, R, steps, moments=False)
+                    km = kernel_rate(X, y, w_star, S, R, steps, moments=True)
+                    e2e = run_sgd_rate(X, y, w_star, S, R, steps)
+                    plain = plain_rate(X, y, w_star, S, max(200, steps // 20))
+                    print(f"{N:>4} {S:>3} {R:>4} | {k:9.3e} {km:9.3e} {e2e:9.3e} {plain:9.3e} "
+                          f"{bound:9.3e} | {e2e / km:7.2f} {k / bound:8.2f} {k / plain:8.1f}",
+                          flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """Rule cell: one cell of a sweep, run by its experiment's run_cell (weightdyn.experiments)."""
 
+import numba
 from threadpoolctl import threadpool_limits
 
 from weightdyn import experiments, integrity, io
@@ -11,6 +12,7 @@ name = snakemake.wildcards.experiment
 exp = experiments.get(name)
 params = dict(snakemake.params.params)
 log.info("experiment %s, cell %s", name, snakemake.wildcards.cell)
+numba.set_num_threads(min(snakemake.threads, numba.config.NUMBA_NUM_THREADS))
 with threadpool_limits(snakemake.threads):
     if exp.data is not None:
         integrity.require_intact({snakemake.input.data: None}, f"cell {snakemake.output[0]}")

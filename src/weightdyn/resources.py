@@ -16,6 +16,14 @@ from weightdyn.observables import MAX_SERIES_BYTES
 BASE_MB = 400  # interpreter, numpy, numba and xarray
 SL_MULADDS_PER_S = 7.5e8  # single-layer kernel: S * N multiply-adds per replica-step
 TL_MULADDS_PER_S = 2.5e8  # two-layer kernel: S * N_h * (N_i + N_o) per replica-step
+#: a cell whose kernel splits its replicas over threads asks for two when its estimated one-core
+#: run time (the conservative bound of this module) exceeds this many seconds
+PARALLEL_CELL_S = 1800.0
+
+
+def kernel_threads(seconds: float, replicas: int) -> int:
+    """Threads for a kernel cell: 2 for a long one with at least 2 replicas, else 1."""
+    return 2 if seconds >= PARALLEL_CELL_S and replicas >= 2 else 1
 
 
 def _mb(n_floats: float) -> int:
@@ -54,7 +62,11 @@ def single_layer_sgd(
     records = sample // max(1, int(protocol.get("thin", 10)))
     series = min(MAX_SERIES_BYTES / 8, 2 * replicas * records)
     floats = P * N + 2 * replicas * blocks * N * (N + 1) + 4 * replicas * 65_536 + 3 * series
-    return {"mem_mb": attempt * _mb(floats), "runtime": _minutes(seconds, attempt)}
+    return {
+        "mem_mb": attempt * _mb(floats),
+        "runtime": _minutes(seconds, attempt),
+        "threads": kernel_threads(seconds, replicas),
+    }
 
 
 def two_layer_cell(cell: Mapping[str, object], attempt: int = 1) -> dict[str, int]:
@@ -68,4 +80,8 @@ def two_layer_cell(cell: Mapping[str, object], attempt: int = 1) -> dict[str, in
     n_theta = n_h * (n_i + n_o)
     seconds = replicas * 1e6 * S * n_h * (n_i + n_o) / TL_MULADDS_PER_S + 50 * n_theta**3 / 1e9
     floats = 8 * n_theta**2 + P * (n_i + n_o) + replicas * 4 * n_theta**2
-    return {"mem_mb": attempt * _mb(floats), "runtime": _minutes(seconds, attempt)}
+    return {
+        "mem_mb": attempt * _mb(floats),
+        "runtime": _minutes(seconds, attempt),
+        "threads": kernel_threads(seconds, replicas),
+    }

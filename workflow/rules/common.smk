@@ -56,6 +56,11 @@ def cell_request(w, attempt):
     return exp.resources(cell.params, attempt)
 
 
+def cell_threads(w):
+    """Threads of one cell: 2 for a long cell whose kernel splits its replicas (resources.py)."""
+    return cell_request(w, 1).get("threads", 1)
+
+
 def sweep_source(name):
     """The file a sweep's figures and agreement rows read: its summary, else its merged cells."""
     return f"results/{name}.summary.nc" if name in SUMMARISED else f"results/{name}.nc"

@@ -37,7 +37,7 @@ rule cell:
         "logs/cells/{experiment}/{cell}.log",
     conda:
         "../envs/weightdyn.yaml"
-    threads: 1
+    threads: cell_threads
     resources:
         mem_mb=lambda w, attempt: cell_request(w, attempt)["mem_mb"],
         runtime=lambda w, attempt: cell_request(w, attempt)["runtime"],

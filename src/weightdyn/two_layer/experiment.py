@@ -140,19 +140,15 @@ def run_cell(params: Params, progress: Progress) -> xr.Dataset:
     return ds
 
 
-#: numpy overhead of one SGF Euler step (about 15 small array operations), seconds
-SGF_STEP_OVERHEAD_S = 4e-5
-
-
 def resources(params: Params, attempt: int) -> dict[str, int]:
     """:func:`weightdyn.resources.two_layer_cell`; an SGF cell is costed as an SGD cell whose
-    batch holds the work of one Euler step: P normals and the full-batch residuals
-    (``~2 P N_o N_i + 2 N_h N_i N_o + 5 P`` multiply-adds) plus the per-step numpy overhead."""
+    batch holds the work of one Euler step of :func:`~weightdyn.two_layer.simulate.sgf_kernel`:
+    the full-batch residuals (``~2 P N_o N_i + 2 N_h N_i N_o`` multiply-adds) and P Box-Muller
+    normals (costed as 10 multiply-adds each)."""
     if params["dynamics"] == "sgd":
         return requests.two_layer_cell(params, attempt)
     N_i, N_h, N_o, P = (int(params[k]) for k in ("N_i", "N_h", "N_o", "P"))
-    per_step = 2 * P * N_o * N_i + 2 * N_h * N_i * N_o + 5 * P
-    per_step += SGF_STEP_OVERHEAD_S * requests.TL_MULADDS_PER_S
+    per_step = 2 * P * N_o * N_i + 2 * N_h * N_i * N_o + 10 * P
     S_eff = max(int(params["batch_size"]), math.ceil(per_step / (N_h * (N_i + N_o))))
     return requests.two_layer_cell({**params, "batch_size": S_eff}, attempt)
 
