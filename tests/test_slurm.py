@@ -21,6 +21,8 @@ from workflow_helpers import ROOT, copy_workflow, job_counts, snakemake
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 SUBMITTED = re.compile(r"has been submitted with SLURM jobid (\d+) \(log: .*?/rule_(\w+)/")
 SLURM = ("--profile", "profiles/slurm", "--slurm-status-command", "squeue")
+ARRAY = ("--profile", "profiles/slurm-array", "--slurm-status-command", "squeue")
+TESTS = str(Path(__file__).resolve().parent)
 TIMING = {"elapsed_s", "cpu_seconds"}  # what a job cost, not what it computed
 
 
@@ -63,12 +65,17 @@ def test_test_sweep_on_slurm_matches_the_local_run(
     assert len(submitted) == expected > 0
     assert not {rule for _, rule in submitted} & local
     assert all(jobs[jid]["state"] == "COMPLETED" for jid, _ in submitted)
-    merged = sorted(p.name for p in (test_sweep / "results").glob("*.nc"))
-    assert merged == sorted(p.name for p in (wf / "results").glob("*.nc"))
+    assert_merged_equal(wf, test_sweep)
+
+
+def assert_merged_equal(run: Path, reference: Path) -> None:
+    """The same merged files, with the same data variables and values (timings aside)."""
+    merged = sorted(p.name for p in (reference / "results").glob("*.nc"))
+    assert merged == sorted(p.name for p in (run / "results").glob("*.nc"))
     for name in merged:
         with (
-            xr.open_dataset(wf / "results" / name) as a,
-            xr.open_dataset(test_sweep / "results" / name) as b,
+            xr.open_dataset(run / "results" / name) as a,
+            xr.open_dataset(reference / "results" / name) as b,
         ):
             assert set(a.data_vars) == set(b.data_vars), name
             for var in a.data_vars:
@@ -76,6 +83,49 @@ def test_test_sweep_on_slurm_matches_the_local_run(
                     np.testing.assert_array_equal(
                         a[var].values, b[var].values, err_msg=f"{name}:{var}"
                     )
+
+
+def array_tasks(cluster: LocalSlurm) -> list[dict[str, str]]:
+    """The finished tasks of SLURM job arrays (ids ``<array job>_<task>``)."""
+    return [job for job in cluster.jobs() if re.fullmatch(r"\d+_\d+", job["id"])]
+
+
+def test_test_sweep_as_job_arrays_matches_the_local_run(
+    cluster: LocalSlurm, test_sweep: Path, tmp_path: Path
+) -> None:
+    wf = copy_workflow(tmp_path / "wf")
+    start = time.monotonic()
+    proc = snakemake(wf, *ARRAY, "--configfile", "config/test.yaml", timeout=1800)
+    out = proc.stdout + proc.stderr
+    tasks = array_tasks(cluster)
+    print(f"array run: {time.monotonic() - start:.0f} s wall, {len(tasks)} array tasks")
+    assert len(tasks) >= 2
+    assert all(job["state"] == "COMPLETED" for job in tasks), tasks
+    assert job_counts(out)["cell"] > 0
+    assert_merged_equal(wf, test_sweep)
+
+
+WIDE = {
+    "experiment_modules": ["toy_experiment"],
+    "sweeps": {"toy_wide": {"experiment": "toy", "lr": 0.5, "seed": list(range(240))}},
+    "figures": {"formats": ["png"], "dpi": 60},
+}
+
+
+def test_a_wide_sweep_as_job_arrays_runs_to_completion(cluster: LocalSlurm, tmp_path: Path) -> None:
+    """240 cells of one DAG level: the width that plugin issue #473 reports hanging on."""
+    env = {"PYTHONPATH": os.pathsep.join(filter(None, [TESTS, os.environ.get("PYTHONPATH")]))}
+    runs = {}
+    for name, args in (("local", ("--cores", "2")), ("array", ARRAY)):
+        wf = copy_workflow(tmp_path / name)
+        (wf / "config" / "wide.yaml").write_text(yaml.safe_dump(WIDE))
+        start = time.monotonic()
+        snakemake(wf, *args, "--configfile", "config/wide.yaml", env=env, timeout=1800)
+        print(f"wide sweep, {name}: {time.monotonic() - start:.0f} s wall")
+        runs[name] = wf
+    tasks = array_tasks(cluster)
+    assert sum(job["state"] == "COMPLETED" for job in tasks) >= 240
+    assert_merged_equal(runs["array"], runs["local"])
 
 
 def test_a_failing_cell_is_reported_failed_in_bounded_time(
