@@ -40,9 +40,10 @@ def _problem(seed, N, P, sigma=0.5, scale=None):
     return X, y, w_star
 
 
+@pytest.mark.parametrize("S", [1, 4, 7])  # the kernel takes samples four at a time
 @pytest.mark.parametrize("sampling", ["with", "without"])
-def test_kernel_matches_reference_chain(sampling):
-    R, N, P, S, n, lr, step0 = 3, 5, 12, 4, 60, 0.3, 1000
+def test_kernel_matches_reference_chain(sampling, S):
+    R, N, P, n, lr, step0 = 3, 5, 12, 60, 0.3, 1000
     X, y, w_star = _problem(1, N, P)
     rng = np.random.default_rng(2)
     keys = replica_keys(rng, R)

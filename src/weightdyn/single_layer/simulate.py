@@ -79,17 +79,38 @@ def _check_sampling(sampling: str) -> bool:
 def _sgd_step(X, y, w, c, idx, res):
     """``w <- w - c sum_s (w.x_s - y_s) x_s`` over the batch ``idx`` (Eq. 11 with c = lr/S).
 
-    All residuals use the old ``w`` (one mini-batch gradient), then the S rows are added.
+    All residuals use the old ``w`` (one mini-batch gradient). Samples go four at a time: four
+    dot products share each load of ``w``, and the update adds four rows per load and store of
+    ``w`` (the loads and stores, not the multiply-adds, bound this loop).
     """
     S = idx.shape[0]
     N = w.shape[0]
-    for s in range(S):
+    S4 = S - S % 4
+    for s in range(0, S4, 4):
+        x0, x1, x2, x3 = X[idx[s]], X[idx[s + 1]], X[idx[s + 2]], X[idx[s + 3]]
+        a0 = a1 = a2 = a3 = 0.0
+        for i in range(N):
+            wi = w[i]
+            a0 += x0[i] * wi
+            a1 += x1[i] * wi
+            a2 += x2[i] * wi
+            a3 += x3[i] * wi
+        res[s] = c * (a0 - y[idx[s]])
+        res[s + 1] = c * (a1 - y[idx[s + 1]])
+        res[s + 2] = c * (a2 - y[idx[s + 2]])
+        res[s + 3] = c * (a3 - y[idx[s + 3]])
+    for s in range(S4, S):
         xs = X[idx[s]]
         a = 0.0
         for i in range(N):
             a += xs[i] * w[i]
         res[s] = c * (a - y[idx[s]])
-    for s in range(S):
+    for s in range(0, S4, 4):
+        x0, x1, x2, x3 = X[idx[s]], X[idx[s + 1]], X[idx[s + 2]], X[idx[s + 3]]
+        r0, r1, r2, r3 = res[s], res[s + 1], res[s + 2], res[s + 3]
+        for i in range(N):
+            w[i] -= (r0 * x0[i] + r1 * x1[i]) + (r2 * x2[i] + r3 * x3[i])
+    for s in range(S4, S):
         xs = X[idx[s]]
         rs = res[s]
         for i in range(N):
