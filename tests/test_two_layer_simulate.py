@@ -227,6 +227,24 @@ def test_bit_reproducible_and_chunk_invariant(kind, sampling):
     assert np.allclose(g, g.T) and np.all(np.linalg.eigvalsh(g) > -1e-12)
 
 
+@pytest.mark.parametrize("kind", ["sgd", "sgf"])
+def test_independent_of_the_thread_count(kind):
+    """The replicas split over numba's threads: the same bits with one thread or all."""
+    import numba
+
+    data, _, _ = _problem(N_i=5, N_o=2, P=40)
+    previous = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        one = _run(data, "with", kind=kind)
+        numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+        many = _run(data, "with", kind=kind)
+    finally:
+        numba.set_num_threads(previous)
+    for name in (*_MOMENTS, "final_W1", "final_W2", "trace_D2"):
+        assert np.array_equal(getattr(one, name), getattr(many, name)), name
+
+
 def test_moments_match_explicit_records():
     """The group sums equal sums over the kernel's records (same batches via the same rng)."""
     data, _, _ = _problem(N_i=5, N_o=2, P=40)
