@@ -76,7 +76,7 @@ def main(argv: list[str]) -> int:
     elif argv[0] == "status":
         cmd = [PY, "-m", "weightdyn.status", *argv[1:]]
     else:
-        # two workers (each runs the session's test sweep once: conftest.test_sweep)
+        # two workers; the session runs its test sweep once and shares it (conftest.test_sweep)
         cmd = [PY, "-m", "pytest", "-n", "2", *argv[1:]]
     return subprocess.run(cmd, cwd=ROOT, env=env, check=False).returncode
 
