@@ -16,7 +16,6 @@ from weightdyn.single_layer.simulate import (
     sgd_reference_chain,
 )
 from weightdyn.stats import group_covariances, jackknife_of_mean
-from weightdyn.streams import BlockStream
 
 _NO_SUMS = (np.empty((0, 1)), np.empty((0, 1, 1)))
 
@@ -140,15 +139,6 @@ def test_without_replacement_subsets_uniform():
     p = 1.0 / len(subsets)
     se = np.sqrt(n * p * (1 - p))
     assert np.all(np.abs(counts - n * p) < 5 * se)
-
-
-def test_uniform_stream_invariant_under_slicing():
-    a = BlockStream(np.random.default_rng(6), 3, 2, "uniform")
-    b = BlockStream(np.random.default_rng(6), 3, 2, "uniform")
-    a.block_steps = b.block_steps = 7
-    xa = np.concatenate([a.take(k) for k in (1, 5, 13, 2)])
-    xb = np.concatenate([b.take(k) for k in (21,)])
-    np.testing.assert_array_equal(xa, xb)
 
 
 def _small_run(seed, chunk_steps, sampling="with", **kw):

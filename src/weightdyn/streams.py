@@ -1,51 +1,10 @@
-"""Chunk-invariant random streams and progress reporting shared by the SGD/SGF drivers."""
+"""Progress reporting shared by the SGD/SGF drivers."""
 
 from __future__ import annotations
 
 import re
 import time
 from collections.abc import Callable
-
-import numpy as np
-
-#: upper bound on the numbers drawn per RNG block (memory bound)
-RNG_BLOCK_MAX = 1 << 20
-#: upper bound on the number of steps drawn per RNG block
-RNG_BLOCK_MAX_STEPS = 1024
-
-
-class BlockStream:
-    """Random numbers (n, R, k) served from ``rng`` in fixed blocks of steps.
-
-    The sequence of draws depends only on (R, k), never on how the consumer slices it, which
-    makes the drivers invariant under ``chunk_steps``. ``kind`` is ``"uniform"`` or ``"normal"``.
-    """
-
-    def __init__(self, rng: np.random.Generator, R: int, k: int, kind: str):
-        self.rng = rng
-        self.shape = (R, k)
-        self.kind = kind
-        self.block_steps = int(max(1, min(RNG_BLOCK_MAX_STEPS, RNG_BLOCK_MAX // max(1, R * k))))
-        self.buf = np.empty((0, R, k))
-        self.pos = 0
-
-    def take(self, n: int) -> np.ndarray:
-        parts = []
-        while n > 0:
-            if self.pos == self.buf.shape[0]:
-                size = (self.block_steps, *self.shape)
-                if self.kind == "uniform":
-                    self.buf = self.rng.random(size)
-                else:
-                    self.buf = self.rng.standard_normal(size)
-                self.pos = 0
-            m = min(n, self.buf.shape[0] - self.pos)
-            parts.append(self.buf[self.pos : self.pos + m])
-            self.pos += m
-            n -= m
-        if len(parts) == 1:
-            return np.ascontiguousarray(parts[0])
-        return np.concatenate(parts, axis=0)
 
 
 def clock(seconds: float) -> str:
