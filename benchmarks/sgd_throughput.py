@@ -8,11 +8,17 @@ For every (N, S, R), with P = 2 N, lr = 0.1 and thin = 10, one timing each of
   * ``kernel+m``: the kernel accumulating the moments at every 10th step (what run_sgd calls),
   * ``run_sgd``: the driver end to end (burn-in, blocks, progress, result assembly),
   * ``plain``: :func:`sgd_reference_chain`, one chain in numpy, batch indices precomputed,
-in replica-steps per second, and the compute bound ``DGEMM rate / (4 S N)`` flops per
-replica-step (2 S N multiply-adds for the residuals and as many for the update), with the
-DGEMM rate measured in the same run on one thread (2000 x 2000 matrices). Each timing runs
-about ``--budget`` seconds. Targets (issue 13, N = 100, S = 10, R = 64): run_sgd >= 0.8 x
-kernel+m, kernel >= 8e6 replica-steps/s per core or the measured bound.
+  * ``step``: the kernel's own update (Eq. 11, the inlined ``_sgd_step``) on one replica with
+    its batch indices given, i.e. the kernel without its random numbers and sampling,
+in replica-steps per second, and two bounds measured in the same run on one thread:
+  * ``flops``: the compute bound ``DGEMM rate / (4 S N)`` (2 S N multiply-adds for the
+    residuals and as many for the update; DGEMM of 2000 x 2000 matrices);
+  * ``loads``: the load bound ``gather rate / (8 S N)``: every step must bring its S rows of X
+    (8 S N bytes) into the core at least once; the gather rate is measured by summing S rows
+    drawn by the same index pattern from the same (P, N) matrix (it lives in L1 or L2, and
+    the load ports, not the arithmetic, limit the update).
+Each timing runs about ``--budget`` seconds. Targets (issue 13, N = 100, S = 10, R = 64):
+run_sgd >= 0.8 x kernel+m, kernel >= 8e6 replica-steps/s per core or the measured bound.
 """
 
 from __future__ import annotations
@@ -24,10 +30,12 @@ import time
 
 import numba
 import numpy as np
+from numba import njit
 from threadpoolctl import threadpool_limits
 
 from weightdyn.counter_rng import replica_keys, uniforms
 from weightdyn.single_layer.simulate import (
+    _sgd_step,
     batch_indices_from_uniforms,
     run_sgd,
     sgd_kernel,
@@ -70,6 +78,45 @@ def kernel_rate(X, y, w_star, S: int, R: int, steps: int, moments: bool) -> floa
     return steps * R / _timed(lambda: sgd_kernel(*args, thin, steps, thin, *tail))
 
 
+@njit(cache=True, boundscheck=False, fastmath={"reassoc", "contract"})
+def _steps_given(X, y, w, c, idx):
+    """The kernel's update over the batches ``idx`` (n, S), nothing else."""
+    res = np.empty(idx.shape[1])
+    for t in range(idx.shape[0]):
+        _sgd_step(X, y, w, c, idx[t], res)
+
+
+@njit(cache=True, boundscheck=False, fastmath={"reassoc", "contract"})
+def _gather_sum(X, idx):
+    """Sum of the rows ``X[idx[t, s]]``: every gathered byte loaded once, one add per value."""
+    acc = np.zeros(X.shape[1])
+    for t in range(idx.shape[0]):
+        for s in range(idx.shape[1]):
+            x = X[idx[t, s]]
+            for i in range(x.shape[0]):
+                acc[i] += x[i]
+    return acc
+
+
+def _given_indices(P: int, S: int, steps: int) -> np.ndarray:
+    keys = replica_keys(np.random.default_rng(5), 1)
+    idx, _ = batch_indices_from_uniforms(uniforms(keys, 0, steps, S), P, "with")
+    return np.ascontiguousarray(idx[:, 0])
+
+
+def step_rate(X, y, w_star, S: int, steps: int) -> float:
+    idx = _given_indices(X.shape[0], S, steps)
+    w = w_star.copy()
+    _steps_given(X, y, w, 0.1 / S, idx[:2])  # compile or load from the cache
+    return steps / _timed(lambda: _steps_given(X, y, w, 0.1 / S, idx))
+
+
+def load_bound(X, S: int, steps: int) -> float:
+    idx = _given_indices(X.shape[0], S, steps)
+    _gather_sum(X, idx[:2])
+    return steps / min(_timed(lambda: _gather_sum(X, idx)) for _ in range(3))
+
+
 def run_sgd_rate(X, y, w_star, S: int, R: int, steps: int) -> float:
     sample = max(20, steps // 20 * 20)
     res = run_sgd(X, y, w_star, 0.1, S, "with", np.tile(w_star, (R, 1)), 0, sample, 10, 2,
@@ -98,12 +145,17 @@ def main() -> None:
         flops = dgemm_flops()
     print(f"DGEMM (one thread): {flops / 1e9:.1f} GFLOP/s; numba threads {args.threads}")
     print(f"{'N':>4} {'S':>3} {'R':>4} | {'kernel':>9} {'kernel+m':>9} {'run_sgd':>9} "
-          f"{'plain':>9} {'bound':>9} | e2e/k+m  k/bound  k/plain")  # fmt: skip
+          f"{'plain':>9} {'step':>9} | {'flops':>9} {'loads':>9} | e2e/k+m  k/flops  "
+          "k/loads  k/plain")  # fmt: skip
     with threadpool_limits(limits=1):
+        run_sgd_rate(*_problem(5, 10), 2, 2, 100)  # compile outside the timings
         for N in args.N:
             X, y, w_star = _problem(N, 2 * N)
             for S in args.S:
                 bound = flops * args.threads / (4.0 * S * N)
+                one = max(1000, int(args.budget * 1.5e9 / (S * N)))  # one replica's steps
+                step = step_rate(X, y, w_star, S, one)
+                loads = load_bound(X, S, one) * args.threads
                 for R in args.R:
                     # about budget seconds at 3e9 multiply-adds/s
                     steps = max(100, int(args.budget * 1.5e9 / (R * S * N))) // 10 * 10
@@ -112,7 +164,8 @@ def main() -> None:
                     e2e = run_sgd_rate(X, y, w_star, S, R, steps)
                     plain = plain_rate(X, y, w_star, S, max(200, steps // 20))
                     print(f"{N:>4} {S:>3} {R:>4} | {k:9.3e} {km:9.3e} {e2e:9.3e} {plain:9.3e} "
-                          f"{bound:9.3e} | {e2e / km:7.2f} {k / bound:8.2f} {k / plain:8.1f}",
+                          f"{step:9.3e} | {bound:9.3e} {loads:9.3e} | {e2e / km:7.2f} "
+                          f"{k / bound:8.2f} {k / loads:8.2f} {k / plain:8.1f}",
                           flush=True)  # fmt: skip
 
 

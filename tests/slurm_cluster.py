@@ -2,7 +2,8 @@
 
 Needs root and Debian's slurmctld, slurmd, slurm-client and munge (``.ci/run`` installs them). The
 configuration goes to /etc/slurm/slurm.conf, where job steps (srun inside sbatch) look for it; no
-accounting database runs, so job states come from squeue, which keeps finished jobs for MinJobAge.
+accounting database runs, so job states come from squeue, which keeps finished jobs for MinJobAge
+(2 h here: longer than the tests, which look the jobs of a whole run up at its end).
 Teardown ends exactly the daemons this module started, by their PIDs, and removes the config.
 """
 
@@ -52,7 +53,7 @@ SchedulerType=sched/backfill
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 ReturnToService=2
-MinJobAge=600
+MinJobAge=7200
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 NodeName={host} CPUs={cpus} RealMemory={mem_mb} State=UNKNOWN

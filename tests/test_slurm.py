@@ -6,9 +6,11 @@ Needs root and Debian's slurmctld/slurmd/slurm-client/munge (``.ci/run`` install
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import time
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -42,35 +44,61 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):
         if os.environ.get("CI"):
             pytest.fail(f"CI must run the SLURM test: {reason}")
         pytest.skip(reason)
-    slurm = LocalSlurm(tmp_path_factory.mktemp("slurm"))
-    slurm.start()
-    yield slurm
-    slurm.stop()
+    # one cluster per machine: xdist workers that both reach this module take turns
+    with open(tmp_path_factory.getbasetemp().parent / "slurm.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        slurm = LocalSlurm(tmp_path_factory.mktemp("slurm"))
+        slurm.start()
+        yield slurm
+        slurm.stop()
 
 
-def test_test_sweep_on_slurm_matches_the_local_run(
-    cluster: LocalSlurm, test_sweep: Path, tmp_path: Path
-) -> None:
-    wf = copy_workflow(tmp_path / "wf")
-    start = time.monotonic()
-    proc = snakemake(wf, *SLURM, "--configfile", "config/test.yaml", timeout=1800)
-    wall = time.monotonic() - start
-    out = proc.stdout + proc.stderr
+# One sweep of each kind of pipeline (single-layer cells with data and theory, the noise
+# experiments, two-layer SGD and SGF, paper 002), each with a figure: every rule kind reaches the
+# cluster, in a few dozen jobs rather than the 120 of config/test.yaml (8 s of start-up each here).
+CLUSTER_SWEEPS = {"fig4a": {"N": [10, 20]}, "noise_projector": {}, "two_layer_tiny": {}}
+CLUSTER_SWEEPS |= {"e3_small_output": {"eps": [0.01, 0.1], "w0_scale": [0.1, 0.01]}}
+
+
+def cluster_config() -> dict:
+    """The CLUSTER_SWEEPS of config/test.yaml, with their overrides."""
+    cfg = yaml.safe_load((ROOT / "config" / "test.yaml").read_text())
+    sweeps = {name: {**cfg["sweeps"][name], **over} for name, over in CLUSTER_SWEEPS.items()}
+    return {"sweeps": sweeps, "figures": cfg["figures"]}
+
+
+def run_both(tmp_path: Path, config: dict, profile: tuple[str, ...], env=None) -> tuple[Path, str]:
+    """Run ``config`` locally and through ``profile``; return the cluster copy and its log."""
+    runs, out = {}, ""
+    for name, args in (("local", ("--cores", "2")), ("cluster", profile)):
+        wf = copy_workflow(tmp_path / name)
+        (wf / "config" / "run.yaml").write_text(yaml.safe_dump(config))
+        start = time.monotonic()
+        proc = snakemake(wf, *args, "--configfile", "config/run.yaml", env=env, timeout=1800)
+        print(f"{name}: {time.monotonic() - start:.0f} s wall")
+        runs[name], out = wf, proc.stdout + proc.stderr
+    assert_merged_equal(runs["cluster"], runs["local"])
+    return runs["cluster"], out
+
+
+def test_a_sweep_on_slurm_matches_the_local_run(cluster: LocalSlurm, tmp_path: Path) -> None:
+    _, out = run_both(tmp_path, cluster_config(), SLURM)
     counts = job_counts(out)
     local = local_rules()
     submitted = SUBMITTED.findall(out)
     expected = sum(n for rule, n in counts.items() if rule not in local and rule != "total")
     jobs = {job["id"]: job for job in cluster.jobs()}
-    print(f"SLURM run: {wall:.0f} s wall, {len(submitted)} SLURM jobs, {counts['total']} in all")
+    print(f"{len(submitted)} SLURM jobs, {counts['total']} in all")
     assert len(submitted) == expected > 0
+    assert {"data", "cell", "merge"} <= {rule for _, rule in submitted}
     assert not {rule for _, rule in submitted} & local
     assert all(jobs[jid]["state"] == "COMPLETED" for jid, _ in submitted)
-    assert_merged_equal(wf, test_sweep)
 
 
 def assert_merged_equal(run: Path, reference: Path) -> None:
     """The same merged files, with the same data variables and values (timings aside)."""
     merged = sorted(p.name for p in (reference / "results").glob("*.nc"))
+    assert merged
     assert merged == sorted(p.name for p in (run / "results").glob("*.nc"))
     for name in merged:
         with (
@@ -86,46 +114,39 @@ def assert_merged_equal(run: Path, reference: Path) -> None:
 
 
 def array_tasks(cluster: LocalSlurm) -> list[dict[str, str]]:
-    """The finished tasks of SLURM job arrays (ids ``<array job>_<task>``)."""
+    """The tasks of SLURM job arrays (ids ``<array job>_<task>``)."""
     return [job for job in cluster.jobs() if re.fullmatch(r"\d+_\d+", job["id"])]
 
 
-def test_test_sweep_as_job_arrays_matches_the_local_run(
-    cluster: LocalSlurm, test_sweep: Path, tmp_path: Path
-) -> None:
-    wf = copy_workflow(tmp_path / "wf")
-    start = time.monotonic()
-    proc = snakemake(wf, *ARRAY, "--configfile", "config/test.yaml", timeout=1800)
-    out = proc.stdout + proc.stderr
-    tasks = array_tasks(cluster)
-    print(f"array run: {time.monotonic() - start:.0f} s wall, {len(tasks)} array tasks")
-    assert len(tasks) >= 2
+def test_a_sweep_as_job_arrays_matches_the_local_run(cluster: LocalSlurm, tmp_path: Path) -> None:
+    before = {job["id"] for job in array_tasks(cluster)}
+    _, out = run_both(tmp_path, cluster_config(), ARRAY)
+    tasks = [job for job in array_tasks(cluster) if job["id"] not in before]
+    print(f"{len(tasks)} array tasks")
+    assert len(tasks) >= job_counts(out)["cell"] > 1
     assert all(job["state"] == "COMPLETED" for job in tasks), tasks
-    assert job_counts(out)["cell"] > 0
-    assert_merged_equal(wf, test_sweep)
 
 
+WIDE_CELLS, ARRAY_LIMIT = 200, 64
 WIDE = {
     "experiment_modules": ["toy_experiment"],
-    "sweeps": {"toy_wide": {"experiment": "toy", "lr": 0.5, "seed": list(range(200))}},
+    "sweeps": {"toy_wide": {"experiment": "toy", "lr": 0.5, "seed": list(range(WIDE_CELLS))}},
     "figures": {"formats": ["png"], "dpi": 60},
 }
 
 
-def test_a_wide_sweep_as_job_arrays_runs_to_completion(cluster: LocalSlurm, tmp_path: Path) -> None:
-    """200 cells of one DAG level: the width that plugin issue #473 reports hanging on."""
+def test_a_wide_sweep_goes_out_as_several_arrays(cluster: LocalSlurm, tmp_path: Path) -> None:
+    """One DAG level of 200 cells, wider than --slurm-array-limit: no array above the limit."""
     env = {"PYTHONPATH": os.pathsep.join(filter(None, [TESTS, os.environ.get("PYTHONPATH")]))}
-    runs = {}
-    for name, args in (("local", ("--cores", "2")), ("array", ARRAY)):
-        wf = copy_workflow(tmp_path / name)
-        (wf / "config" / "wide.yaml").write_text(yaml.safe_dump(WIDE))
-        start = time.monotonic()
-        snakemake(wf, *args, "--configfile", "config/wide.yaml", env=env, timeout=1800)
-        print(f"wide sweep, {name}: {time.monotonic() - start:.0f} s wall")
-        runs[name] = wf
-    # finished tasks leave squeue after MinJobAge (600 s), so only the recent ones are listed
-    assert any(job["state"] == "COMPLETED" for job in array_tasks(cluster))
-    assert_merged_equal(runs["array"], runs["local"])
+    before = {job["id"] for job in array_tasks(cluster)}
+    profile = (*ARRAY, "--slurm-array-limit", str(ARRAY_LIMIT))
+    run_both(tmp_path, WIDE, profile, env=env)
+    tasks = [job for job in array_tasks(cluster) if job["id"] not in before]
+    arrays = Counter(job["id"].split("_")[0] for job in tasks)
+    print(f"{len(tasks)} array tasks in {len(arrays)} arrays of {sorted(arrays.values())} tasks")
+    assert len(tasks) == WIDE_CELLS
+    assert max(arrays.values()) <= ARRAY_LIMIT < WIDE_CELLS
+    assert all(job["state"] == "COMPLETED" for job in tasks), tasks
 
 
 def test_a_failing_cell_is_reported_failed_in_bounded_time(

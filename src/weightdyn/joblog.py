@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
+import resource
 import sys
+import time
 import traceback
+
+import psutil
 
 
 def job_logger(name: str, path: str | os.PathLike) -> logging.Logger:
@@ -18,7 +23,28 @@ def job_logger(name: str, path: str | os.PathLike) -> logging.Logger:
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
     _log_uncaught(logger)
+    atexit.register(_log_cost, logger)
     return logger
+
+
+def cost_line() -> str:
+    """What this process has cost so far: wall since it started, CPU and peak memory.
+
+    CPU is user + system time of the process and of its finished children (``os.times``); the
+    benchmark ``benchmarks/sweep_cost.py`` reads this line from every job log.
+    """
+    cpu = os.times()
+    wall = time.time() - psutil.Process().create_time()
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # kB on Linux
+    user, system = cpu.user + cpu.children_user, cpu.system + cpu.children_system
+    return (
+        f"cost: wall {wall:.2f} s, cpu {user + system:.2f} s "
+        f"(user {user:.2f}, sys {system:.2f}), max rss {rss:.0f} MB"
+    )
+
+
+def _log_cost(logger: logging.Logger) -> None:
+    logger.info(cost_line())
 
 
 def _log_uncaught(logger: logging.Logger) -> None:
