@@ -7,6 +7,7 @@ import pytest
 from threadpoolctl import threadpool_limits
 
 from weightdyn import stats
+from weightdyn.counter_rng import normals, replica_keys
 from weightdyn.data import teacher_student
 from weightdyn.single_layer import multiplicative, sgf, theory
 
@@ -152,6 +153,79 @@ def test_chunking_does_not_change_results() -> None:
         ]
         np.testing.assert_allclose(out[0].sum_dwdw, out[1].sum_dwdw, rtol=1e-12, atol=1e-300)
         np.testing.assert_allclose(out[0].final_W, out[1].final_W, rtol=1e-12)
+
+
+def _bits(res: sgf.SGFResult) -> list[np.ndarray]:
+    return [res.sum_dw, res.sum_dwdw, res.n_records, res.final_W]
+
+
+@pytest.mark.parametrize("sampling", ["with", "without"])
+@pytest.mark.parametrize("noise", sgf.NOISE_MODES)
+def test_bit_identical_for_any_thread_count_and_chunking(noise, sampling) -> None:
+    """1 vs 2 numba threads, and chunks of one record group (32 thin = 96 steps, burn-in 100 not
+    a multiple of it) vs the whole run in one chunk: the same bits."""
+    numba = pytest.importorskip("numba")
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("needs two numba threads")
+    data, _, w_star = _problem(5, 9, 0.25, 16)
+    W0 = w_star + 0.1 * np.random.default_rng(17).standard_normal((5, 5))
+
+    def run(threads: int, chunk: int) -> sgf.SGFResult:
+        previous = numba.get_num_threads()
+        numba.set_num_threads(threads)
+        try:
+            return sgf.run_sgf(
+                data.X, data.y, w_star, 0.1, 3, sampling, W0, 100, 2 * 384, 3, 2,
+                np.random.default_rng(18), noise=noise, chunk_steps=chunk,
+            )  # fmt: skip
+        finally:
+            numba.set_num_threads(previous)
+
+    ref = run(1, 4096)
+    assert not ref.diverged and np.all(ref.n_records == 128)
+    for other in (run(2, 4096), run(1, 1), run(2, 1)):
+        for a, b in zip(_bits(ref), _bits(other), strict=True):
+            np.testing.assert_array_equal(a, b)
+    other_seed = sgf.run_sgf(
+        data.X, data.y, w_star, 0.1, 3, sampling, W0, 100, 2 * 384, 3, 2,
+        np.random.default_rng(19), noise=noise,
+    )  # fmt: skip
+    assert not np.array_equal(ref.final_W, other_seed.final_W)
+
+
+@pytest.mark.parametrize("sampling", ["with", "without"])
+@pytest.mark.parametrize("noise", sgf.NOISE_MODES)
+def test_kernel_matches_reference_chain_on_the_same_normals(noise, sampling) -> None:
+    """run_sgf (the kernel, eigenbasis for additive noise) against sgf_reference_chain (weight
+    space, plain numpy) on the normals of counter_rng.normals: odd k (N = 5 components for
+    additive, P = 9 for multiplicative), w_ref != w*, weights, and the fused moments."""
+    data, _, w_star = _problem(5, 9, 0.25, 20)
+    R, lr, S, dt, burn, sample, thin = 3, 0.1, 3, 0.25, 5, 8, 2
+    rng = np.random.default_rng(21)
+    W0 = w_star + 0.3 * rng.standard_normal((R, 5))
+    w_ref = w_star + 0.2 * rng.standard_normal(5)
+    res = sgf.run_sgf(
+        data.X, data.y, w_ref, lr, S, sampling, W0, burn, sample, thin, 2,
+        np.random.default_rng(22), noise=noise, dt=dt,
+    )  # fmt: skip
+    k = (
+        data.P
+        if noise == "multiplicative"
+        else sgf._Additive.build(data.X, data.y, S, sampling).B.shape[1]
+    )
+    assert k % 2 == 1
+    zeta = normals(replica_keys(np.random.default_rng(22), R), 0, burn + sample, k)
+    for r in range(R):
+        traj = sgf.sgf_reference_chain(
+            data.X, data.y, W0[r], lr, S, sampling, dt, zeta[:, r], noise=noise
+        )
+        np.testing.assert_allclose(res.final_W[r], traj[-1], rtol=0, atol=1e-12)
+        for b in range(2):  # records at steps burn + thin (j + 1) of each block
+            steps = burn + b * sample // 2 + thin * np.arange(1, sample // 2 // thin + 1)
+            d = traj[steps] - w_ref
+            g = 2 * r + b
+            np.testing.assert_allclose(res.sum_dw[g], d.sum(axis=0), rtol=0, atol=1e-12)
+            np.testing.assert_allclose(res.sum_dwdw[g], d.T @ d, rtol=0, atol=1e-12)
 
 
 def test_multiplicative_sgf_reproduces_exact_sgd_moments_in_one_dimension() -> None:

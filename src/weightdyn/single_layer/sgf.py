@@ -25,10 +25,17 @@ lr xi_B`` with ``Cov(xi_B) = C``). Two noise models, chosen per call with ``nois
   without forming ``C(w)`` (see :func:`multiplicative_noise`).
 
 Conventions: ``X`` (P, N) one row per sample, ``y`` (P,), replicas are the rows of ``W`` (R, N).
-All randomness comes from a caller-supplied :class:`numpy.random.Generator`; standard normals are
-drawn in fixed blocks of steps, so the trajectories do not depend on ``chunk_steps`` (the
-accumulated sums agree to rounding). The accumulated
-moments have the layout of :class:`weightdyn.single_layer.simulate.SGDResult`, so
+
+Randomness and reproducibility: the kernel (:func:`sgf_kernel`) draws its own standard normals
+from the counter-based stream of :mod:`weightdyn.counter_rng` (Box-Muller pairs), one stream per
+replica keyed by one draw of the caller's :class:`numpy.random.Generator`
+(:func:`~weightdyn.counter_rng.replica_keys`): step ``t`` of replica ``r`` uses the normals
+``t k' .. t k' + k - 1`` of its stream, with ``k`` the number of noise components (the rank of
+``C(w*)`` for additive noise, ``P`` for multiplicative) and ``k'`` = k rounded up to even
+(:func:`~weightdyn.counter_rng.normals` gives them). The moments are summed inside the kernel
+as in :func:`~weightdyn.single_layer.simulate.sgd_kernel` and the replicas are split over numba's
+threads, so results are bit-identical for any ``chunk_steps`` and any thread count. The
+accumulated moments have the layout of :class:`weightdyn.single_layer.simulate.SGDResult`, so
 :func:`weightdyn.stats.group_covariances` and :func:`weightdyn.stats.eigenvalues_with_se` (and
 ``datasets.sgd_dataset``) apply unchanged.
 """
@@ -40,11 +47,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit, prange
 from numpy.typing import ArrayLike, NDArray
 
+from weightdyn.counter_rng import normal_pair, replica_keys
 from weightdyn.observables import Observables, SeriesRecorder, in_basis, series_fields
 from weightdyn.single_layer import theory
-from weightdyn.single_layer.simulate import SAMPLING_MODES, SGDResult
+from weightdyn.single_layer.simulate import (
+    RECORD_GROUP,
+    SAMPLING_MODES,
+    SGDResult,
+    _add_group,
+    _record,
+    _within,
+)
 from weightdyn.streams import ProgressReporter
 
 __all__ = [
@@ -55,16 +71,14 @@ __all__ = [
     "expected_frobenius_error",
     "multiplicative_noise",
     "run_sgf",
+    "sgf_kernel",
+    "sgf_reference_chain",
 ]
 
 NOISE_MODES = ("additive", "multiplicative")
 
 FloatArray = NDArray[np.float64]
 
-#: upper bound on the number of normals drawn per RNG block
-_RNG_BLOCK_MAX_NORMALS = 1 << 20
-#: upper bound on the number of steps per RNG block
-_RNG_BLOCK_MAX_STEPS = 256
 #: divergence threshold, as in simulate.py
 _DIVERGENCE_FACTOR = 1e6
 
@@ -130,37 +144,220 @@ def multiplicative_noise(
     return np.sqrt(pref / P) * ((r * z) @ X)
 
 
-class _NormalStream:
-    """Standard normals (n, R, k) served from ``rng`` in fixed blocks of steps.
+# ------------------------------------------------------------------------------ kernel
 
-    Drawn in single precision (``standard_normal(dtype=float32)``) and returned as float64.
 
-    The sequence of draws depends only on (R, k), never on how the consumer slices it.
+@njit(cache=True, boundscheck=False, fastmath={"reassoc", "contract"}, inline="always")
+def _additive_step(z, decay, noise_T, zeta):
+    """``z <- decay * z + zeta @ noise_T``: one Euler step of Eq. 13 with ``C(w*)`` (Eq. 17) in
+    the eigenbasis of H (``noise_T = sqrt(lr dt) B^T``, ``B B^T = V^T C V``). Four noise rows
+    per load and store of ``z``."""
+    k, N = noise_T.shape
+    k4 = k - k % 4
+    for i in range(N):
+        z[i] *= decay[i]
+    for j in range(0, k4, 4):
+        b0, b1, b2, b3 = noise_T[j], noise_T[j + 1], noise_T[j + 2], noise_T[j + 3]
+        a0, a1, a2, a3 = zeta[j], zeta[j + 1], zeta[j + 2], zeta[j + 3]
+        for i in range(N):
+            z[i] += (a0 * b0[i] + a1 * b1[i]) + (a2 * b2[i] + a3 * b3[i])
+    for j in range(k4, k):
+        b, a = noise_T[j], zeta[j]
+        for i in range(N):
+            z[i] += a * b[i]
+
+
+@njit(cache=True, boundscheck=False, fastmath={"reassoc", "contract"}, inline="always")
+def _multiplicative_step(X, y, w, drift, amp, zeta, coef):
+    """``w <- w - X^T [r * (drift - amp (zeta - mean zeta))]``, ``r = X w - y``: one Euler step
+    of Eq. 13 with ``C(w)`` (Eq. 14/15) drawn as in :func:`multiplicative_noise`
+    (``drift = dt / P``, ``amp = sqrt(lr dt c / P)``). Four samples per load of ``w``."""
+    P, N = X.shape
+    P4 = P - P % 4
+    z_mean = 0.0
+    for mu in range(P):
+        z_mean += zeta[mu]
+    z_mean /= P
+    for mu in range(0, P4, 4):
+        x0, x1, x2, x3 = X[mu], X[mu + 1], X[mu + 2], X[mu + 3]
+        a0 = a1 = a2 = a3 = 0.0
+        for i in range(N):
+            wi = w[i]
+            a0 += x0[i] * wi
+            a1 += x1[i] * wi
+            a2 += x2[i] * wi
+            a3 += x3[i] * wi
+        coef[mu] = (a0 - y[mu]) * (drift - amp * (zeta[mu] - z_mean))
+        coef[mu + 1] = (a1 - y[mu + 1]) * (drift - amp * (zeta[mu + 1] - z_mean))
+        coef[mu + 2] = (a2 - y[mu + 2]) * (drift - amp * (zeta[mu + 2] - z_mean))
+        coef[mu + 3] = (a3 - y[mu + 3]) * (drift - amp * (zeta[mu + 3] - z_mean))
+    for mu in range(P4, P):
+        xs = X[mu]
+        a = 0.0
+        for i in range(N):
+            a += xs[i] * w[i]
+        coef[mu] = (a - y[mu]) * (drift - amp * (zeta[mu] - z_mean))
+    for mu in range(0, P4, 4):
+        x0, x1, x2, x3 = X[mu], X[mu + 1], X[mu + 2], X[mu + 3]
+        c0, c1, c2, c3 = coef[mu], coef[mu + 1], coef[mu + 2], coef[mu + 3]
+        for i in range(N):
+            w[i] -= (c0 * x0[i] + c1 * x1[i]) + (c2 * x2[i] + c3 * x3[i])
+    for mu in range(P4, P):
+        xs, cs = X[mu], coef[mu]
+        for i in range(N):
+            w[i] -= cs * xs[i]
+
+
+@njit(cache=True, boundscheck=False, fastmath={"reassoc", "contract"}, parallel=True)
+def sgf_kernel(
+    X, y, W, multiplicative, decay, noise_T, drift, amp, keys, step0, n, thin, ref, sum_dw,
+    sum_dwdw, rec, bound,
+):  # fmt: skip
+    """Advance ``R`` SGF replicas by ``n`` Euler-Maruyama steps of Eq. 13 in place.
+
+    Parameters
+    ----------
+    X, y : (P, N), (P,) float64 training data (used by the multiplicative model only).
+    W : (R, N) float64, C-contiguous, the state, updated in place: the weights ``w`` for
+        ``multiplicative``, the eigenbasis coordinates ``z = V^T (w - w*)`` otherwise.
+    multiplicative : bool. True: noise ``C(w)`` (Eq. 14/15), ``k = P`` normals per step and
+        :func:`_multiplicative_step` with ``drift``, ``amp``. False: noise ``C(w*)`` (Eq. 17),
+        ``k = noise_T.shape[0]`` normals per step and :func:`_additive_step` with ``decay``
+        (N,) and ``noise_T`` (k, N).
+    keys : (R,) uint64 replica keys (:func:`weightdyn.counter_rng.replica_keys`); step ``t``
+        of replica ``r`` uses the normals ``t k' .. t k' + k - 1`` of its stream (``k'`` = k
+        rounded up to even, :func:`weightdyn.counter_rng.normals`).
+    step0 : the global index of this call's first step.
+    thin : a record after every ``thin``-th step of this call.
+    ref : (N,) the state's reference: a record is ``dw = W[r] - ref`` (``w_ref``, or
+        ``-V^T (w* - w_ref)`` for the eigenbasis).
+    sum_dw, sum_dwdw, rec, bound : as in :func:`weightdyn.single_layer.simulate.sgd_kernel`
+        (moments of ``dw`` per replica, by one matrix product per ``RECORD_GROUP`` records;
+        ``rec[k]`` holds the state at record ``k``; divergence of the state).
+
+    Returns
+    -------
+    diverged : (R,) bool.
+
+    As for ``sgd_kernel``, results depend only on the keys and the global step index, so they
+    are bit-identical for any thread count and any split of the steps into calls of whole
+    record groups.
     """
+    R, N = W.shape
+    k = X.shape[0] if multiplicative else noise_T.shape[0]
+    half = (k + 1) // 2
+    moments = sum_dw.shape[0] > 0
+    n_rec = rec.shape[0]
+    diverged = np.zeros(R, np.bool_)
+    for r in prange(R):
+        zeta = np.empty(2 * half, np.float64)
+        coef = np.empty(X.shape[0], np.float64)
+        group = np.empty((RECORD_GROUP, N), np.float64)
+        w, key = W[r], keys[r]
+        k_group = k_rec = 0
+        for t in range(n):
+            base = np.uint64(step0 + t) * np.uint64(half)
+            for m in range(half):
+                zeta[2 * m], zeta[2 * m + 1] = normal_pair(key, base + np.uint64(m))
+            if multiplicative:
+                _multiplicative_step(X, y, w, drift, amp, zeta, coef)
+            else:
+                _additive_step(w, decay, noise_T, zeta)
+            if (t + 1) % thin == 0:
+                if not _within(w, bound):
+                    diverged[r] = True
+                    break
+                if moments:
+                    _record(w, ref, group, k_group, sum_dw[r])
+                    k_group += 1
+                    if k_group == RECORD_GROUP:
+                        _add_group(sum_dwdw[r], group, k_group)
+                        k_group = 0
+                if k_rec < n_rec:
+                    rec[k_rec, r, :] = w
+                k_rec += 1
+        if not diverged[r]:
+            diverged[r] = not _within(w, bound)
+            if moments and k_group > 0:
+                _add_group(sum_dwdw[r], group, k_group)
+    return diverged
 
-    def __init__(self, rng: np.random.Generator, R: int, k: int):
-        self.rng = rng
-        self.shape = (R, k)
-        self.block_steps = int(
-            max(1, min(_RNG_BLOCK_MAX_STEPS, _RNG_BLOCK_MAX_NORMALS // max(1, R * k)))
-        )
-        self.buf = np.empty((0, R, k))
-        self.pos = 0
 
-    def take(self, n: int) -> FloatArray:
-        parts = []
-        while n > 0:
-            if self.pos == self.buf.shape[0]:
-                # float32 ziggurat draws are about 2x faster than float64 ones (the RNG dominates
-                # the cost of a step); the noise is then used in float64 arithmetic
-                draw = self.rng.standard_normal((self.block_steps, *self.shape), dtype=np.float32)
-                self.buf = draw.astype(np.float64)
-                self.pos = 0
-            m = min(n, self.buf.shape[0] - self.pos)
-            parts.append(self.buf[self.pos : self.pos + m])
-            self.pos += m
-            n -= m
-        return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
+# ------------------------------------------------------------------------- noise models
+
+
+@dataclass(frozen=True)
+class _Additive:
+    """Additive noise (Eq. 17) in the eigenbasis of H: ``z = V^T (w - w*)``, ``k`` the rank of
+    ``C(w*)``, ``B`` (N, k) with ``B B^T = V^T C V``."""
+
+    omega: FloatArray
+    V: FloatArray
+    B: FloatArray
+    w_star: FloatArray
+
+    @classmethod
+    def build(cls, X: FloatArray, y: FloatArray, S: int, sampling: str) -> _Additive:
+        H = theory.hessian(X)
+        omega, V = np.linalg.eigh(0.5 * (H + H.T))
+        C = theory.noise_covariance(X, y, S, sampling)
+        return cls(omega, V, covariance_sqrt(V.T @ C @ V), theory.min_norm_solution(X, y))
+
+
+def _kernel_model(X, y, lr, S, sampling, dt, noise, W0, w_ref):
+    """The kernel's arguments ``(state, multiplicative, decay, noise_T, drift, amp, ref)`` and
+    the eigenbasis ``V`` (None for multiplicative noise)."""
+    N = X.shape[1]
+    if noise == "multiplicative":
+        P = X.shape[0]
+        amp = float(np.sqrt(lr * dt * theory.noise_prefactor(P, S, sampling) / P))
+        return (W0, True, np.empty(0), np.empty((0, N)), dt / P, amp, w_ref), None
+    m = _Additive.build(X, y, S, sampling)
+    state = np.ascontiguousarray((W0 - m.w_star) @ m.V)
+    noise_T = np.ascontiguousarray(np.sqrt(lr * dt) * m.B.T)
+    ref = -((m.w_star - w_ref) @ m.V)  # dw in the eigenbasis = z - ref
+    return (state, False, 1.0 - dt * m.omega, noise_T, 0.0, 0.0, ref), m.V
+
+
+def sgf_reference_chain(
+    X: ArrayLike,
+    y: ArrayLike,
+    w0: ArrayLike,
+    lr: float,
+    batch_size: int,
+    sampling: str,
+    dt: float,
+    zeta: ArrayLike,
+    noise: str = "additive",
+) -> FloatArray:
+    """Readable one-chain Euler-Maruyama of Eq. 13 in weight space on given normals.
+
+    ``zeta`` (n_steps, k): the standard normals of each step (k = rank of ``C(w*)``,
+    ``_Additive.build(...).B.shape[1]``, for additive noise; ``k = P`` for multiplicative).
+    Additive (Eq. 17): ``w <- w - dt H (w - w*) + sqrt(lr dt) V B zeta_t``. Multiplicative
+    (Eq. 14/15): ``w <- w - dt g + sqrt(lr dt c / P) X^T [r * (zeta_t - mean zeta_t)]`` with
+    ``r = X w - y``, ``g = X^T r / P``. Returns the weights (n_steps + 1, N), ``w0`` first.
+    """
+    noise = _check_choice("noise", noise, NOISE_MODES)
+    X, y = np.asarray(X, dtype=float), np.asarray(y, dtype=float)
+    w = np.array(w0, dtype=float)
+    zeta = np.asarray(zeta, dtype=float)
+    P = X.shape[0]
+    out = [w.copy()]
+    if noise == "additive":
+        m = _Additive.build(X, y, batch_size, sampling)
+        H = theory.hessian(X)
+        for z in zeta:
+            w = w - dt * H @ (w - m.w_star) + np.sqrt(lr * dt) * (m.V @ (m.B @ z))
+            out.append(w)
+    else:
+        c = theory.noise_prefactor(P, batch_size, sampling)
+        for z in zeta:
+            r = X @ w - y
+            xi = np.sqrt(c / P) * X.T @ (r * (z - z.mean()))
+            w = w - dt * X.T @ r / P + np.sqrt(lr * dt) * xi
+            out.append(w)
+    return np.array(out)
 
 
 # ------------------------------------------------------------------------------ driver
@@ -178,61 +375,38 @@ class SGFResult(SGDResult):
     dt: float = 0.0
 
 
-class _Additive:
-    """Additive noise (Eq. 17), integrated in the eigenbasis of H: z = V^T (w - w*)."""
-
-    def __init__(self, X, y, lr, S, sampling, dt, W, w_ref):
-        H = theory.hessian(X)
-        w_star = theory.min_norm_solution(X, y)
-        omega, self.V = np.linalg.eigh(0.5 * (H + H.T))
-        C = theory.noise_covariance(X, y, S, sampling)
-        B = covariance_sqrt(self.V.T @ C @ self.V)  # (N, k) in the eigenbasis
-        self.k = B.shape[1]
-        self.noise_T = np.sqrt(lr * dt) * B.T  # (k, N): zeta @ noise_T
-        self.decay = 1.0 - dt * omega  # (N,)
-        self.z = (W - w_star) @ self.V
-        self.shift = (w_star - w_ref) @ self.V  # dw in the eigenbasis = z + shift
-
-    def advance(self, zeta: FloatArray) -> None:
-        z = self.z
-        for t in range(zeta.shape[0]):
-            z *= self.decay
-            z += zeta[t] @ self.noise_T
-
-    def dw(self) -> FloatArray:
-        return self.z + self.shift  # eigenbasis coordinates; rotated back at the end
-
-    def weights(self, w_ref: FloatArray) -> FloatArray:
-        return (self.z + self.shift) @ self.V.T + w_ref
-
-
-class _Multiplicative:
-    """Multiplicative noise C(w) (Eq. 14), drawn as in :func:`multiplicative_noise`."""
-
-    def __init__(self, X, y, lr, S, sampling, dt, W, w_ref):
-        self.X, self.y = X, y
-        P = X.shape[0]
-        self.k = P
-        pref = theory.noise_prefactor(P, S, sampling)
-        self.drift = dt / P
-        self.amp = np.sqrt(lr * dt * pref / P)
-        self.W = W.copy()
-        self.w_ref = w_ref
-
-    def advance(self, zeta: FloatArray) -> None:
-        W, X, y = self.W, self.X, self.y
-        for t in range(zeta.shape[0]):
-            z = zeta[t]
-            z = z - z.mean(axis=1, keepdims=True)
-            r = W @ X.T - y  # (R, P)
-            # w <- w - dt X^T r / P + sqrt(lr dt c / P) X^T (r * z_centred)
-            W -= (r * (self.drift - self.amp * z)) @ X
-
-    def dw(self) -> FloatArray:
-        return self.W - self.w_ref
-
-    def weights(self, w_ref: FloatArray) -> FloatArray:
-        return self.W.copy()
+def _validate(X, y, w_ref, w_init, lr, dt, batch_size, sampling, steps):
+    """Checked float64 arrays ``(X, y, w_ref, W0)``, ``dt``, ``S`` and the step counts."""
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    y = np.ascontiguousarray(y, dtype=np.float64)
+    w_ref = np.ascontiguousarray(w_ref, dtype=np.float64)
+    W0 = np.array(w_init, dtype=np.float64, order="C", copy=True)
+    if X.ndim != 2:
+        raise ValueError(f"X must have shape (P, N), got {X.shape}")
+    P, N = X.shape
+    if W0.ndim != 2 or W0.shape[1] != N:
+        raise ValueError(f"w_init must have shape (R, N) = (R, {N}), got {W0.shape}")
+    if y.shape != (P,) or w_ref.shape != (N,):
+        raise ValueError(f"y must have shape ({P},) and w_ref ({N},), got {y.shape}, {w_ref.shape}")
+    if not lr > 0:
+        raise ValueError(f"lr must be > 0, got lr={lr!r}")
+    dt = float(lr if dt is None else dt)
+    if not (np.isfinite(dt) and dt > 0):
+        raise ValueError(f"dt must be a finite number > 0 (SDE time per Euler step), got dt={dt!r}")
+    S = int(batch_size)
+    if S < 1 or (sampling == "without" and S > P):
+        raise ValueError(
+            f"batch_size must satisfy 1 <= batch_size (<= P = {P} without replacement), "
+            f"got batch_size={batch_size!r}"
+        )
+    burnin_steps, sample_steps, thin, n_blocks = (int(v) for v in steps)
+    if thin < 1 or n_blocks < 1 or burnin_steps < 0 or sample_steps < 1:
+        raise ValueError("need thin >= 1, n_blocks >= 1, burnin_steps >= 0, sample_steps >= 1")
+    if sample_steps % (n_blocks * thin) != 0:
+        raise ValueError(
+            f"sample_steps={sample_steps} must be a multiple of n_blocks*thin={n_blocks * thin}"
+        )
+    return X, y, w_ref, W0, dt, S, (burnin_steps, sample_steps, thin, n_blocks)
 
 
 def run_sgf(
@@ -262,12 +436,17 @@ def run_sgf(
     Euler step; SDE time ``t = lr * tau``). ``burnin_steps`` steps run first; then
     ``sample_steps`` steps (a multiple of ``n_blocks * thin``) are split into ``n_blocks`` time
     blocks, and every ``thin``-th step ``dw = w - w_ref`` enters ``sum_dw`` and ``sum_dwdw`` of
-    its (replica, block) group.
+    its (replica, block) group, inside the kernel (:func:`sgf_kernel`).
 
     ``noise="additive"`` uses ``C(w*)`` (Eq. 17), ``noise="multiplicative"`` uses ``C(w)``
-    (Eq. 14) at each replica's current weights; see the module docstring. ``sampling`` selects
-    the App. C prefactor of ``C``. A replica leaving ``1e6 (max|w_ref| + 1)`` or turning
+    (Eq. 14/15) at each replica's current weights; see the module docstring. ``sampling``
+    selects the App. C prefactor of ``C``. A replica whose state (weights, or their eigenbasis
+    deviation from ``w*`` for additive noise) leaves ``1e6 (max|w_ref| + 1)`` or turns
     non-finite stops the run with ``diverged=True`` and NaN moments.
+
+    ``chunk_steps`` sets how often progress is reported (and, with an observable hook, the
+    records held at a time); it is rounded to a multiple of ``32 thin`` and changes no result
+    bit, nor does numba's thread count.
 
     ``observables``: an optional hook on ``dw = w - w_ref`` (weight-space coordinates), called on
     each sampling chunk's records as in :func:`~weightdyn.single_layer.simulate.run_sgd` (additive
@@ -282,124 +461,90 @@ def run_sgf(
     """
     noise = _check_choice("noise", noise, NOISE_MODES)
     sampling = _check_choice("sampling", sampling, SAMPLING_MODES)
-    X = np.ascontiguousarray(X, dtype=np.float64)
-    y = np.ascontiguousarray(y, dtype=np.float64)
-    w_ref = np.ascontiguousarray(w_ref, dtype=np.float64)
-    W0 = np.array(w_init, dtype=np.float64, order="C", copy=True)
-    if X.ndim != 2:
-        raise ValueError(f"X must have shape (P, N), got {X.shape}")
-    P, N = X.shape
-    if W0.ndim != 2 or W0.shape[1] != N:
-        raise ValueError(f"w_init must have shape (R, N) = (R, {N}), got {W0.shape}")
-    if y.shape != (P,) or w_ref.shape != (N,):
-        raise ValueError(f"y must have shape ({P},) and w_ref ({N},), got {y.shape}, {w_ref.shape}")
-    if not lr > 0:
-        raise ValueError(f"lr must be > 0, got lr={lr!r}")
-    dt = float(lr if dt is None else dt)
-    if not (np.isfinite(dt) and dt > 0):
-        raise ValueError(f"dt must be a finite number > 0 (SDE time per Euler step), got dt={dt!r}")
-    S = int(batch_size)
-    if S < 1 or (sampling == "without" and S > P):
-        raise ValueError(
-            f"batch_size must satisfy 1 <= batch_size (<= P = {P} without replacement), "
-            f"got batch_size={batch_size!r}"
-        )
-    thin, n_blocks = int(thin), int(n_blocks)
-    burnin_steps, sample_steps = int(burnin_steps), int(sample_steps)
-    if thin < 1 or n_blocks < 1 or burnin_steps < 0 or sample_steps < 1:
-        raise ValueError("need thin >= 1, n_blocks >= 1, burnin_steps >= 0, sample_steps >= 1")
-    if sample_steps % (n_blocks * thin) != 0:
-        raise ValueError(
-            f"sample_steps={sample_steps} must be a multiple of n_blocks*thin={n_blocks * thin}"
-        )
-    R = W0.shape[0]
-    block_steps = sample_steps // n_blocks
-    chunk = max(1, int(chunk_steps) // thin) * thin
-
-    state_cls = _Additive if noise == "additive" else _Multiplicative
-    state = state_cls(X, y, lr, S, sampling, dt, W0, w_ref)
-    stream = _NormalStream(rng, R, state.k)
-
-    G = R * n_blocks
-    sum_dw = np.zeros((G, N))
-    sum_dwdw = np.zeros((G, N, N))
-    n_records = np.zeros(G, dtype=np.int64)
-    group_replica = np.repeat(np.arange(R), n_blocks)
-    group_block = np.tile(np.arange(n_blocks), R)
-    with np.errstate(all="ignore"):
-        bound = float(_DIVERGENCE_FACTOR * (np.max(np.abs(w_ref), initial=0.0) + 1.0))
-
-    recorder = None
-    if observables is not None:
-        hook = in_basis(observables, state.V) if noise == "additive" else observables
-        recorder = SeriesRecorder(hook, sample_steps // thin, R)
-
-    def ok(dw: FloatArray) -> bool:
-        with np.errstate(all="ignore"):
-            return bool(np.all(np.abs(dw) <= bound))
-
-    prog = ProgressReporter(progress, burnin_steps + sample_steps, R, f"SGF ({noise})")
+    X, y, w_ref, W0, dt, S, steps = _validate(
+        X, y, w_ref, w_init, lr, dt, batch_size, sampling,
+        (burnin_steps, sample_steps, thin, n_blocks),
+    )  # fmt: skip
+    burnin_steps, sample_steps, thin, n_blocks = steps
+    R, N = W0.shape
+    model, V = _kernel_model(X, y, lr, S, sampling, dt, noise, W0, w_ref)
+    hook = observables
+    if hook is not None and V is not None:
+        hook = in_basis(hook, V)  # additive noise records eigenbasis coordinates
     t_start = time.perf_counter()
-    done = 0
-    diverged = not ok(W0)
-
-    with np.errstate(over="ignore", invalid="ignore"):
-        pos = 0
-        while not diverged and pos < burnin_steps:
-            n = min(chunk, burnin_steps - pos)
-            state.advance(stream.take(n))
-            diverged = not ok(state.dw())
-            pos += n
-            done += n
-            prog.update(done)
-        # (R, n_blocks, ...) views of the group sums: group g = replica * n_blocks + block
-        s1 = sum_dw.reshape(R, n_blocks, N)
-        s2 = sum_dwdw.reshape(R, n_blocks, N, N)
-        for b in range(n_blocks):
-            pos = 0
-            while not diverged and pos < block_steps:
-                n_rec = min(chunk, block_steps - pos) // thin
-                rec = np.empty((R, n_rec, N))
-                for j in range(n_rec):
-                    state.advance(stream.take(thin))
-                    rec[:, j] = state.dw()
-                pos += n_rec * thin
-                done += n_rec * thin
-                if not ok(rec):
-                    diverged = True
-                    break
-                if recorder is not None:
-                    recorder.add(rec.transpose(1, 0, 2))
-                s1[:, b] += rec.sum(axis=1)
-                s2[:, b] += np.matmul(rec.transpose(0, 2, 1), rec)
-                n_records.reshape(R, n_blocks)[:, b] += n_rec
-                prog.update(done)
-
-    prog.update(done, force=True)
-    if noise == "additive" and not diverged:
-        V = state.V  # rotate the eigenbasis moments back to weight space
-        sum_dw = sum_dw @ V.T
-        sum_dwdw = np.matmul(np.matmul(V, sum_dwdw), V.T)
+    sums, recorder, diverged = _integrate(
+        X, y, model, replica_keys(rng, R), W0, w_ref, steps, chunk_steps, progress, hook,
+        f"SGF ({noise})",
+    )  # fmt: skip
+    state, ref = model[0], model[-1]
+    sum_dw, sum_dwdw = sums[0].reshape(R * n_blocks, N), sums[1].reshape(R * n_blocks, N, N)
     if diverged:
         sum_dw[:] = np.nan
         sum_dwdw[:] = np.nan
+    elif V is not None:  # rotate the eigenbasis moments back to weight space
+        sum_dw = sum_dw @ V.T
+        sum_dwdw = np.matmul(np.matmul(V, sum_dwdw), V.T)
+    final_W = state if V is None else (state - ref) @ V.T + w_ref
     return SGFResult(
         sum_dw=sum_dw,
         sum_dwdw=sum_dwdw,
-        n_records=n_records,
-        group_replica=group_replica,
-        group_block=group_block,
+        n_records=sums[2].reshape(-1),
+        group_replica=np.repeat(np.arange(R), n_blocks),
+        group_block=np.tile(np.arange(n_blocks), R),
         diverged=diverged,
         burnin_steps=burnin_steps,
         sample_steps=sample_steps,
         thin=thin,
         replicas=R,
-        final_W=state.weights(w_ref),
+        final_W=final_W,
         elapsed_s=time.perf_counter() - t_start,
         noise=noise,
         dt=dt,
         **series_fields(recorder, thin),
     )
+
+
+def _integrate(X, y, model, keys, W0, w_ref, steps, chunk_steps, progress, hook, label):
+    """Burn-in and sampling in chunks of whole record groups, as ``run_sgd`` does; returns
+    ``((sum_dw, sum_dwdw, n_records) per (R, n_blocks), recorder, diverged)``."""
+    burnin_steps, sample_steps, thin, n_blocks = steps
+    state, *params, ref = model
+    R, N = state.shape
+    block_steps = sample_steps // n_blocks
+    unit = thin * RECORD_GROUP  # chunks hold whole record groups (aligned to each block start)
+    chunk = max(1, int(chunk_steps) // unit) * unit
+    sum_dw, sum_dwdw = np.zeros((R, n_blocks, N)), np.zeros((R, n_blocks, N, N))
+    n_records = np.zeros((R, n_blocks), dtype=np.int64)
+    with np.errstate(all="ignore"):
+        bound = float(_DIVERGENCE_FACTOR * (np.max(np.abs(w_ref), initial=0.0) + 1.0))
+        diverged = not bool(np.all(np.abs(W0) <= bound))
+    recorder = None if hook is None else SeriesRecorder(hook, sample_steps // thin, R)
+    prog = ProgressReporter(progress, burnin_steps + sample_steps, R, label)
+    no_sums = np.empty((0, N)), np.empty((0, N, N))
+    done = 0
+
+    def advance(n, thin_, sums, n_rec):
+        nonlocal done
+        rec = np.empty((n_rec, R, N))
+        flags = sgf_kernel(X, y, state, *params, keys, done, n, thin_, ref, *sums, rec, bound)
+        done += n
+        prog.update(done)
+        return bool(flags.any()), rec
+
+    while not diverged and done < burnin_steps:
+        diverged = advance(min(chunk, burnin_steps - done), chunk + 1, no_sums, 0)[0]
+    for b in range(n_blocks):
+        pos = 0
+        while not diverged and pos < block_steps:
+            n = min(chunk, block_steps - pos)
+            n_rec = n // thin if recorder is not None else 0
+            diverged, rec = advance(n, thin, (sum_dw[:, b], sum_dwdw[:, b]), n_rec)
+            if recorder is not None and not diverged:
+                recorder.add(rec - ref)
+            n_records[:, b] += n // thin
+            pos += n
+    prog.update(done, force=True)
+    return (sum_dw, sum_dwdw, n_records), recorder, diverged
 
 
 # ------------------------------------------------------------------- discretisation, errors
