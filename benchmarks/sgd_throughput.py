@@ -31,8 +31,8 @@ import time
 import numba
 import numpy as np
 from numba import njit
-from threadpoolctl import threadpool_limits
 
+from weightdyn.blas import one_blas_thread
 from weightdyn.counter_rng import replica_keys, uniforms
 from weightdyn.single_layer.simulate import (
     _sgd_step,
@@ -141,13 +141,13 @@ def main() -> None:
     numba.set_num_threads(args.threads)
     print(f"python {platform.python_version()}, numpy {np.__version__}, numba {numba.__version__}")
     print(f"cpu: {platform.processor() or platform.machine()}, os.cpu_count()={os.cpu_count()}")
-    with threadpool_limits(limits=1):
+    with one_blas_thread():
         flops = dgemm_flops()
     print(f"DGEMM (one thread): {flops / 1e9:.1f} GFLOP/s; numba threads {args.threads}")
     print(f"{'N':>4} {'S':>3} {'R':>4} | {'kernel':>9} {'kernel+m':>9} {'run_sgd':>9} "
           f"{'plain':>9} {'step':>9} | {'flops':>9} {'loads':>9} | e2e/k+m  k/flops  "
           "k/loads  k/plain")  # fmt: skip
-    with threadpool_limits(limits=1):
+    with one_blas_thread():
         run_sgd_rate(*_problem(5, 10), 2, 2, 100)  # compile outside the timings
         for N in args.N:
             X, y, w_star = _problem(N, 2 * N)

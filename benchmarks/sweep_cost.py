@@ -17,8 +17,9 @@ scratch with the given config and targets (default: every job of the config; a t
 
 Job start and end come from Snakemake's log (1 s resolution); CPU time and peak memory from the
 ``cost:`` line every job writes to its log at exit (weightdyn.joblog.cost_line). ``--log`` reads
-a finished run instead of running one (the snakemake log of that run; its folder must hold the
-job logs).
+a finished (or interrupted) run instead of running one: its Snakemake log (``sweep_cost.log`` of a
+``--keep`` folder, or one under ``.snakemake/log``); the job logs are read from the nearest parent
+folder holding ``logs/``.
 
 Targets (issue 13): config/paper.yaml within 30 minutes on 2 cores, config/config.yaml within 5.
 """
@@ -29,6 +30,7 @@ import argparse
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from collections import defaultdict
@@ -160,13 +162,17 @@ def run(args: argparse.Namespace, folder: Path) -> tuple[str, float]:
     for part in ("Snakefile", "workflow", "scripts", "config", "profiles"):
         src = ROOT / part
         (shutil.copytree if src.is_dir() else shutil.copy2)(src, folder / part)
-    cmd = ["snakemake", "--cores", str(args.cores), "--configfile", args.configfile, *args.targets]
+    snakemake = Path(sys.executable).with_name("snakemake")
+    cmd = [snakemake, "--cores", str(args.cores), "--configfile", args.configfile, *args.targets]
+    out = folder / "sweep_cost.log"  # Snakemake's output, to watch while it runs
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=folder, capture_output=True, text=True, check=False)
+    with out.open("w") as f:
+        proc = subprocess.run(cmd, cwd=folder, stdout=f, stderr=subprocess.STDOUT, check=False)
     wall = time.perf_counter() - t0
+    text = out.read_text()
     if proc.returncode != 0:
-        raise SystemExit(proc.stderr[-3000:])
-    return proc.stderr + proc.stdout, wall
+        raise SystemExit(text[-3000:])
+    return text, wall
 
 
 def main() -> None:
@@ -181,10 +187,11 @@ def main() -> None:
         log = Path(args.log)
         text = log.read_text()
         jobs = parse_jobs(text)
-        read_costs(jobs, log.resolve().parents[2])
+        folder = next(p for p in log.resolve().parents if (p / "logs").is_dir())
+        read_costs(jobs, folder)
         finished = [j for j in jobs.values() if j.end == j.end]
         wall = max(j.end for j in finished) - min(j.start for j in jobs.values())
-        report(jobs, wall, args.cores, args.configfile)
+        report(jobs, wall, args.cores, f"of {log}")
         return
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(args.keep) if args.keep else Path(tmp)

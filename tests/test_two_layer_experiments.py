@@ -109,6 +109,7 @@ def test_resources_scale_with_dynamics() -> None:
     assert sgf["mem_mb"] == sgd["mem_mb"]
     assert sgf["runtime"] > 2 * sgd["runtime"]
     assert EXP.resources({**p, "dynamics": "sgf"}, 2)["runtime"] == 2 * sgf["runtime"]
+    assert sgf["threads"] == 1  # sampling runs one replica at a time: a second thread idles
 
 
 # --------------------------------------------------------------------------- the dataset

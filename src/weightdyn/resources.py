@@ -17,13 +17,16 @@ BASE_MB = 400  # interpreter, numpy, numba and xarray
 SL_MULADDS_PER_S = 7.5e8  # single-layer kernel: S * N multiply-adds per replica-step
 TL_MULADDS_PER_S = 2.5e8  # two-layer kernel: S * N_h * (N_i + N_o) per replica-step
 #: a cell whose kernel splits its replicas over threads asks for two when its estimated one-core
-#: run time (the conservative bound of this module) exceeds this many seconds
-PARALLEL_CELL_S = 1800.0
+#: run time (the conservative bound of this module) exceeds this many seconds. Single-layer SGD
+#: scales to 2 threads (benchmarks/sgd_throughput.py --threads 2: 1.9-2.0x at N = 100-190), so
+#: every cell long enough to end a run alone on one core gets both. Two-layer cells sample one
+#: replica at a time (only their short pre-run splits): a second thread would idle, so never.
+PARALLEL_CELL_S = {"single_layer": 600.0, "two_layer": math.inf}
 
 
-def kernel_threads(seconds: float, replicas: int) -> int:
+def kernel_threads(seconds: float, replicas: int, model: str = "two_layer") -> int:
     """Threads for a kernel cell: 2 for a long one with at least 2 replicas, else 1."""
-    return 2 if seconds >= PARALLEL_CELL_S and replicas >= 2 else 1
+    return 2 if seconds >= PARALLEL_CELL_S[model] and replicas >= 2 else 1
 
 
 def _mb(n_floats: float) -> int:
@@ -65,7 +68,7 @@ def single_layer_sgd(
     return {
         "mem_mb": attempt * _mb(floats),
         "runtime": _minutes(seconds, attempt),
-        "threads": kernel_threads(seconds, replicas),
+        "threads": kernel_threads(seconds, replicas, "single_layer"),
     }
 
 

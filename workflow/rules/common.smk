@@ -56,6 +56,13 @@ def cell_request(w, attempt):
     return exp.resources(cell.params, attempt)
 
 
+def cell_priority(w):
+    """Longest first (its run-time request, minutes): a long cell started last ends the run alone."""
+    cell = CELLS[f"{w.experiment}/{w.cell}"]
+    exp = EXPERIMENTS[cell.experiment]
+    return 1 if exp.resources is None else cell_request(w, 1)["runtime"]
+
+
 def cell_threads(w):
     """Threads of one cell: 2 for a long cell whose kernel splits its replicas (resources.py)."""
     return cell_request(w, 1).get("threads", 1)

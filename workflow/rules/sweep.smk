@@ -14,6 +14,7 @@ rule data:
     log:
         "logs/data/{dataset}/{data}.log",
     cache: "omit-software"
+    priority: 100000  # seconds each, and the cells waiting on it go longest first
     conda:
         "../envs/weightdyn.yaml"
     threads: 1
@@ -35,6 +36,7 @@ rule cell:
         "results/cells/{experiment}/{cell}.nc",
     log:
         "logs/cells/{experiment}/{cell}.log",
+    priority: cell_priority
     conda:
         "../envs/weightdyn.yaml"
     threads: cell_threads

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit, prange
 
+from weightdyn.blas import one_blas_thread
 from weightdyn.counter_rng import replica_keys, uniform
 from weightdyn.minibatch import draw_batch
 from weightdyn.observables import Observables, SeriesRecorder, series_fields
@@ -408,21 +409,22 @@ def run_sgd(
         prog.update(done)
         return bool(flags.any()), rec
 
-    # ---- burn-in ----
-    while not diverged and done < burnin_steps:
-        diverged = advance(min(chunk, burnin_steps - done), chunk + 1, no_sums, 0)[0]
+    with one_blas_thread():  # the kernel's threads call BLAS themselves
+        # ---- burn-in ----
+        while not diverged and done < burnin_steps:
+            diverged = advance(min(chunk, burnin_steps - done), chunk + 1, no_sums, 0)[0]
 
-    # ---- sampling in n_blocks time blocks; moments fused into the kernel ----
-    for b in range(n_blocks):
-        pos = 0
-        while not diverged and pos < block_steps:
-            n = min(chunk, block_steps - pos)
-            sums = (sum_dw[:, b], sum_dwdw[:, b])
-            diverged, rec = advance(n, thin, sums, n // thin if recorder else 0)
-            if recorder is not None and not diverged:
-                recorder.add(rec - w_ref)
-            n_records[:, b] += n // thin
-            pos += n
+        # ---- sampling in n_blocks time blocks; moments fused into the kernel ----
+        for b in range(n_blocks):
+            pos = 0
+            while not diverged and pos < block_steps:
+                n = min(chunk, block_steps - pos)
+                sums = (sum_dw[:, b], sum_dwdw[:, b])
+                diverged, rec = advance(n, thin, sums, n // thin if recorder else 0)
+                if recorder is not None and not diverged:
+                    recorder.add(rec - w_ref)
+                n_records[:, b] += n // thin
+                pos += n
 
     sum_dw = sum_dw.reshape(R * n_blocks, N)
     sum_dwdw = sum_dwdw.reshape(R * n_blocks, N, N)
