@@ -94,15 +94,15 @@ def test_resources_scale_with_the_dynamics() -> None:
     assert EXP.resources(cell.params, 2)["runtime"] == 2 * requests["sgd"]["runtime"]
 
 
-def test_long_sgd_cells_take_two_threads_and_sgf_one() -> None:
-    """The kernel splits replicas over threads; SGF (numpy) and short cells stay on one."""
+def test_long_kernel_cells_take_two_threads() -> None:
+    """The SGD and SGF kernels split replicas over threads; short cells stay on one."""
 
     def threads(**axes: Any) -> int:
         (cell,) = sweep.expand_sweep("s", {"experiment": "single_layer", **axes}).cells
         return EXP.resources(cell.params, 1)["threads"]
 
     assert threads(N=190, P=200) == 2
-    assert threads(N=190, P=200, dynamics="sgf_additive") == 1
+    assert threads(N=190, P=200, dynamics="sgf_additive") == 2
     assert threads(N=10, P=20, sample_max_steps=10_000, burnin_max_steps=10_000) == 1
 
 

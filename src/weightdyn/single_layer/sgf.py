@@ -50,6 +50,7 @@ import numpy as np
 from numba import njit, prange
 from numpy.typing import ArrayLike, NDArray
 
+from weightdyn.blas import one_blas_thread
 from weightdyn.counter_rng import normal_pair, replica_keys
 from weightdyn.observables import Observables, SeriesRecorder, in_basis, series_fields
 from weightdyn.single_layer import theory
@@ -531,18 +532,19 @@ def _integrate(X, y, model, keys, W0, w_ref, steps, chunk_steps, progress, hook,
         prog.update(done)
         return bool(flags.any()), rec
 
-    while not diverged and done < burnin_steps:
-        diverged = advance(min(chunk, burnin_steps - done), chunk + 1, no_sums, 0)[0]
-    for b in range(n_blocks):
-        pos = 0
-        while not diverged and pos < block_steps:
-            n = min(chunk, block_steps - pos)
-            n_rec = n // thin if recorder is not None else 0
-            diverged, rec = advance(n, thin, (sum_dw[:, b], sum_dwdw[:, b]), n_rec)
-            if recorder is not None and not diverged:
-                recorder.add(rec - ref)
-            n_records[:, b] += n // thin
-            pos += n
+    with one_blas_thread():  # the kernel's threads call BLAS themselves
+        while not diverged and done < burnin_steps:
+            diverged = advance(min(chunk, burnin_steps - done), chunk + 1, no_sums, 0)[0]
+        for b in range(n_blocks):
+            pos = 0
+            while not diverged and pos < block_steps:
+                n = min(chunk, block_steps - pos)
+                n_rec = n // thin if recorder is not None else 0
+                diverged, rec = advance(n, thin, (sum_dw[:, b], sum_dwdw[:, b]), n_rec)
+                if recorder is not None and not diverged:
+                    recorder.add(rec - ref)
+                n_records[:, b] += n // thin
+                pos += n
     prog.update(done, force=True)
     return (sum_dw, sum_dwdw, n_records), recorder, diverged
 

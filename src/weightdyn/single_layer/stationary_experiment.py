@@ -212,7 +212,7 @@ def _resources(params: Params, attempt: int) -> dict[str, int]:
     return {
         "mem_mb": max(request["mem_mb"], sim["mem_mb"]),
         "runtime": request["runtime"] + sim["runtime"],
-        "threads": sim["threads"] if dynamics == "sgd" else 1,  # SGF: numpy, one thread
+        "threads": sim["threads"],  # the SGD and SGF kernels split their replicas
     }
 
 
