@@ -18,10 +18,12 @@ SL_MULADDS_PER_S = 7.5e8  # single-layer kernel: S * N multiply-adds per replica
 TL_MULADDS_PER_S = 2.5e8  # two-layer kernel: S * N_h * (N_i + N_o) per replica-step
 #: a cell whose kernel splits its replicas over threads asks for two when its estimated one-core
 #: run time (the conservative bound of this module) exceeds this many seconds. Single-layer SGD
-#: scales to 2 threads (benchmarks/sgd_throughput.py --threads 2: 1.9-2.0x at N = 100-190), so
-#: every cell long enough to end a run alone on one core gets both. Two-layer cells sample one
+#: scales to 2 threads alone (benchmarks/sgd_throughput.py --threads 2: 1.9-2.0x at N = 100-190),
+#: but beside Snakemake's own process (half a core on config/paper.yaml) two-thread cells ran at
+#: 1.2-1.5x; a threshold of 600 s made the paper run 100 min instead of 73, so only the longest
+#: cells get two. Two-layer cells sample one
 #: replica at a time (only their short pre-run splits): a second thread would idle, so never.
-PARALLEL_CELL_S = {"single_layer": 600.0, "two_layer": math.inf}
+PARALLEL_CELL_S = {"single_layer": 1800.0, "two_layer": math.inf}
 
 
 def kernel_threads(seconds: float, replicas: int, model: str = "two_layer") -> int:
