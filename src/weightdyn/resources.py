@@ -18,15 +18,16 @@ SL_MULADDS_PER_S = 7.5e8  # single-layer kernel: S * N multiply-adds per replica
 TL_MULADDS_PER_S = 2.5e8  # two-layer kernel: S * N_h * (N_i + N_o) per replica-step
 #: a cell whose kernel splits its replicas over threads asks for two when its estimated one-core
 #: run time (the conservative bound of this module) exceeds this many seconds. Single-layer SGD
-#: scales to 2 threads (benchmarks/sgd_throughput.py --threads 2: 1.9-2.0x at N = 100-190), so
-#: every cell long enough to end a run alone on one core gets both. Two-layer cells sample one
-#: replica at a time (only their short pre-run splits): a second thread would idle, so never.
-PARALLEL_CELL_S = {"single_layer": 600.0, "two_layer": math.inf}
+#: scales to 2 threads alone (benchmarks/sgd_throughput.py --threads 2: 1.9-2.0x at N = 100-190),
+#: but beside Snakemake's own process (half a core on config/paper.yaml) two-thread cells ran at
+#: 1.2-1.5x; a threshold of 600 s made the paper run 100 min instead of 73, so only the longest
+#: cells get two.
+PARALLEL_CELL_S = 1800.0
 
 
-def kernel_threads(seconds: float, replicas: int, model: str = "two_layer") -> int:
+def kernel_threads(seconds: float, replicas: int) -> int:
     """Threads for a kernel cell: 2 for a long one with at least 2 replicas, else 1."""
-    return 2 if seconds >= PARALLEL_CELL_S[model] and replicas >= 2 else 1
+    return 2 if seconds >= PARALLEL_CELL_S and replicas >= 2 else 1
 
 
 def _mb(n_floats: float) -> int:
@@ -68,7 +69,7 @@ def single_layer_sgd(
     return {
         "mem_mb": attempt * _mb(floats),
         "runtime": _minutes(seconds, attempt),
-        "threads": kernel_threads(seconds, replicas, "single_layer"),
+        "threads": kernel_threads(seconds, replicas),
     }
 
 
@@ -86,5 +87,5 @@ def two_layer_cell(cell: Mapping[str, object], attempt: int = 1) -> dict[str, in
     return {
         "mem_mb": attempt * _mb(floats),
         "runtime": _minutes(seconds, attempt),
-        "threads": kernel_threads(seconds, replicas),
+        "threads": 1,  # sampling runs one replica at a time: a second thread would idle
     }

@@ -14,7 +14,7 @@ rule data:
     log:
         "logs/data/{dataset}/{data}.log",
     cache: "omit-software"
-    priority: 100000  # seconds each, and the cells waiting on it go longest first
+    priority: 100000  # data sets take seconds and unblock the cells: make them first
     conda:
         "../envs/weightdyn.yaml"
     threads: 1
