@@ -15,8 +15,14 @@ streams of 1e12 draws overlap with probability about 1e-7). ``cell_key`` is one 
 drawn from the cell's :class:`numpy.random.Generator` (:func:`cell_key`), so every cell keeps
 its parameter-derived seed (:mod:`weightdyn.seeds`).
 
-Normals use the Box-Muller transform of the pair of uniforms ``(2m, 2m + 1)``: normals
-``2m`` and ``2m + 1`` of a replica are its cosine and sine branch.
+Normal ``j`` of a replica (:func:`normal`) comes from Marsaglia and Tsang's ziggurat (J. Stat.
+Softw. 5(8), 2000) with 128 layers in Doornik's form (ZIGNOR, 2005): the 64-bit word
+``h = splitmix64(key_r + (j + 1) * GAMMA)`` (draw ``j``) gives the layer (its low 7 bits) and
+a uniform in [-1, 1) (its high 53 bits); 98.8 % of normals are that word times a table entry.
+The rest (the wedges and the tail beyond r = 3.4426) take further words from the stream keyed
+by ``h`` itself, ``splitmix64(h + (a + 1) * GAMMA)``, a = 0, 1, ..., so normal ``j`` still
+depends only on ``(key_r, j)``. A normal costs one SplitMix64 word and a table look-up instead
+of Box-Muller's log, sqrt, sin and cos (``benchmarks/sgf_throughput.py``: normals column).
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from numba import njit
 
 __all__ = [
     "cell_key",
-    "normal_pair",
+    "normal",
     "normals",
     "replica_key",
     "replica_keys",
@@ -41,7 +47,23 @@ _M2 = np.uint64(0x94D049BB133111EB)
 _S30, _S27, _S31, _S11 = np.uint64(30), np.uint64(27), np.uint64(31), np.uint64(11)
 _ONE = np.uint64(1)
 _TO_UNIT = 2.0**-53
-_TWO_PI = 2.0 * np.pi
+_LAYER_MASK = np.uint64(127)
+
+
+def _ziggurat_tables() -> tuple[np.ndarray, np.ndarray]:
+    """ZIGNOR's layer edges ``x`` (129,) and fast-path ratios ``x[i+1] / x[i]`` (128,)."""
+    r, v = 3.442619855899, 9.91256303526217e-3  # 128 layers of equal area v
+    x = np.zeros(129)
+    f = np.exp(-0.5 * r * r)
+    x[0], x[1] = v / f, r
+    for i in range(2, 128):
+        x[i] = np.sqrt(-2.0 * np.log(v / x[i - 1] + f))
+        f = np.exp(-0.5 * x[i] * x[i])
+    return x, x[1:] / x[:-1]
+
+
+_ZIG_X, _ZIG_RATIO = _ziggurat_tables()
+_ZIG_R = float(_ZIG_X[1])
 
 
 @njit(cache=True, inline="always")
@@ -65,12 +87,42 @@ def uniform(key: np.uint64, k: np.uint64) -> float:
 
 
 @njit(cache=True, inline="always")
-def normal_pair(key: np.uint64, m: np.uint64) -> tuple[float, float]:
-    """Normals ``2m`` and ``2m + 1`` of the stream ``key`` (Box-Muller of uniforms 2m, 2m+1)."""
-    u1 = 1.0 - uniform(key, np.uint64(2) * m)  # in (0, 1]: log is finite
-    u2 = uniform(key, np.uint64(2) * m + _ONE)
-    rho = np.sqrt(-2.0 * np.log(u1))
-    return rho * np.cos(_TWO_PI * u2), rho * np.sin(_TWO_PI * u2)
+def normal(key: np.uint64, j: np.uint64) -> float:
+    """Normal ``j`` of the stream ``key``: the ziggurat's fast path on draw ``j``, the rare
+    wedge and tail cases in :func:`_normal_slow` (module docstring)."""
+    h = splitmix64(key + (j + _ONE) * _GAMMA)
+    i = int(h & _LAYER_MASK)
+    u = 2.0 * (float(h >> _S11) * _TO_UNIT) - 1.0
+    if abs(u) < _ZIG_RATIO[i]:
+        return u * _ZIG_X[i]
+    return _normal_slow(h, i, u)
+
+
+@njit(cache=True)
+def _normal_slow(h: np.uint64, i: int, u: float) -> float:
+    """The ziggurat outside the fast path: the tail beyond r for the base layer (``i = 0``),
+    else the wedge test; a rejected try draws a new layer and uniform. Words come from the
+    stream keyed by ``h``."""
+    a = np.uint64(0)
+    while True:
+        if i == 0:  # Marsaglia's tail: r - log(U1) / r, accepted when -2 log U2 >= x^2
+            while True:
+                x = np.log(1.0 - uniform(h, a)) / _ZIG_R
+                y = np.log(1.0 - uniform(h, a + _ONE))
+                a += np.uint64(2)
+                if -2.0 * y >= x * x:
+                    return x - _ZIG_R if u < 0.0 else _ZIG_R - x
+        x = u * _ZIG_X[i]
+        f0 = np.exp(-0.5 * (_ZIG_X[i] * _ZIG_X[i] - x * x))
+        f1 = np.exp(-0.5 * (_ZIG_X[i + 1] * _ZIG_X[i + 1] - x * x))
+        if f1 + uniform(h, a) * (f0 - f1) < 1.0:
+            return x
+        g = splitmix64(h + (a + np.uint64(2)) * _GAMMA)
+        a += np.uint64(2)
+        i = int(g & _LAYER_MASK)
+        u = 2.0 * (float(g >> _S11) * _TO_UNIT) - 1.0
+        if abs(u) < _ZIG_RATIO[i]:
+            return u * _ZIG_X[i]
 
 
 def cell_key(rng: np.random.Generator) -> np.uint64:
@@ -107,15 +159,11 @@ def uniforms(keys: np.ndarray, step0: int, n: int, k: int) -> np.ndarray:
 @njit(cache=True)
 def normals(keys: np.ndarray, step0: int, n: int, k: int) -> np.ndarray:
     """The standard normals (n, R, k) that a kernel drawing ``k`` per step uses at steps
-    ``step0 .. step0 + n - 1``: normals ``step k' + j`` (``k'`` = k rounded up to even)."""
-    half = (k + 1) // 2
+    ``step0 .. step0 + n - 1``: normal ``step * k + j`` of each replica's stream."""
     out = np.empty((n, keys.shape[0], k))
     for t in range(n):
-        base = np.uint64(step0 + t) * np.uint64(half)
+        base = np.uint64(step0 + t) * np.uint64(k)
         for r in range(keys.shape[0]):
-            for m in range(half):
-                a, b = normal_pair(keys[r], base + np.uint64(m))
-                out[t, r, 2 * m] = a
-                if 2 * m + 1 < k:
-                    out[t, r, 2 * m + 1] = b
+            for j in range(k):
+                out[t, r, j] = normal(keys[r], base + np.uint64(j))
     return out

@@ -27,12 +27,12 @@ lr xi_B`` with ``Cov(xi_B) = C``). Two noise models, chosen per call with ``nois
 Conventions: ``X`` (P, N) one row per sample, ``y`` (P,), replicas are the rows of ``W`` (R, N).
 
 Randomness and reproducibility: the kernel (:func:`sgf_kernel`) draws its own standard normals
-from the counter-based stream of :mod:`weightdyn.counter_rng` (Box-Muller pairs), one stream per
+from the counter-based stream of :mod:`weightdyn.counter_rng` (ziggurat normals), one stream per
 replica keyed by one draw of the caller's :class:`numpy.random.Generator`
 (:func:`~weightdyn.counter_rng.replica_keys`): step ``t`` of replica ``r`` uses the normals
-``t k' .. t k' + k - 1`` of its stream, with ``k`` the number of noise components (the rank of
-``C(w*)`` for additive noise, ``P`` for multiplicative) and ``k'`` = k rounded up to even
-(:func:`~weightdyn.counter_rng.normals` gives them). The moments are summed inside the kernel
+``t k .. t k + k - 1`` of its stream, with ``k`` the number of noise components (the rank of
+``C(w*)`` for additive noise, ``P`` for multiplicative; :func:`~weightdyn.counter_rng.normals`
+gives them). The moments are summed inside the kernel
 as in :func:`~weightdyn.single_layer.simulate.sgd_kernel` and the replicas are split over numba's
 threads, so results are bit-identical for any ``chunk_steps`` and any thread count. The
 accumulated moments have the layout of :class:`weightdyn.single_layer.simulate.SGDResult`, so
@@ -51,16 +51,15 @@ from numba import njit, prange
 from numpy.typing import ArrayLike, NDArray
 
 from weightdyn.blas import one_blas_thread
-from weightdyn.counter_rng import normal_pair, replica_keys
+from weightdyn.counter_rng import normal, replica_keys
 from weightdyn.observables import Observables, SeriesRecorder, in_basis, series_fields
 from weightdyn.single_layer import theory
 from weightdyn.single_layer.simulate import (
     RECORD_GROUP,
     SAMPLING_MODES,
     SGDResult,
-    _add_group,
-    _record,
-    _within,
+    _close_replica,
+    _record_state,
 )
 from weightdyn.streams import ProgressReporter
 
@@ -226,8 +225,8 @@ def sgf_kernel(
         ``k = noise_T.shape[0]`` normals per step and :func:`_additive_step` with ``decay``
         (N,) and ``noise_T`` (k, N).
     keys : (R,) uint64 replica keys (:func:`weightdyn.counter_rng.replica_keys`); step ``t``
-        of replica ``r`` uses the normals ``t k' .. t k' + k - 1`` of its stream (``k'`` = k
-        rounded up to even, :func:`weightdyn.counter_rng.normals`).
+        of replica ``r`` uses the normals ``t k .. t k + k - 1`` of its stream
+        (:func:`weightdyn.counter_rng.normals`).
     step0 : the global index of this call's first step.
     thin : a record after every ``thin``-th step of this call.
     ref : (N,) the state's reference: a record is ``dw = W[r] - ref`` (``w_ref``, or
@@ -246,41 +245,30 @@ def sgf_kernel(
     """
     R, N = W.shape
     k = X.shape[0] if multiplicative else noise_T.shape[0]
-    half = (k + 1) // 2
-    moments = sum_dw.shape[0] > 0
-    n_rec = rec.shape[0]
     diverged = np.zeros(R, np.bool_)
     for r in prange(R):
-        zeta = np.empty(2 * half, np.float64)
+        zeta = np.empty(k, np.float64)
         coef = np.empty(X.shape[0], np.float64)
         group = np.empty((RECORD_GROUP, N), np.float64)
         w, key = W[r], keys[r]
         k_group = k_rec = 0
         for t in range(n):
-            base = np.uint64(step0 + t) * np.uint64(half)
-            for m in range(half):
-                zeta[2 * m], zeta[2 * m + 1] = normal_pair(key, base + np.uint64(m))
+            base = np.uint64(step0 + t) * np.uint64(k)
+            for j in range(k):
+                zeta[j] = normal(key, base + np.uint64(j))
             if multiplicative:
                 _multiplicative_step(X, y, w, drift, amp, zeta, coef)
             else:
                 _additive_step(w, decay, noise_T, zeta)
             if (t + 1) % thin == 0:
-                if not _within(w, bound):
+                ok, k_group, k_rec = _record_state(
+                    w, ref, bound, r, group, k_group, sum_dw, sum_dwdw, rec, k_rec
+                )
+                if not ok:
                     diverged[r] = True
                     break
-                if moments:
-                    _record(w, ref, group, k_group, sum_dw[r])
-                    k_group += 1
-                    if k_group == RECORD_GROUP:
-                        _add_group(sum_dwdw[r], group, k_group)
-                        k_group = 0
-                if k_rec < n_rec:
-                    rec[k_rec, r, :] = w
-                k_rec += 1
         if not diverged[r]:
-            diverged[r] = not _within(w, bound)
-            if moments and k_group > 0:
-                _add_group(sum_dwdw[r], group, k_group)
+            diverged[r] = _close_replica(w, bound, r, group, k_group, sum_dw, sum_dwdw)
     return diverged
 
 

@@ -148,6 +148,33 @@ def _add_group(sum_dwdw, group, k):
     sum_dwdw += np.dot(g.T, g)
 
 
+@njit(cache=True, boundscheck=False, fastmath={"reassoc", "contract"}, inline="always")
+def _record_state(w, w_ref, bound, r, group, k_group, sum_dw, sum_dwdw, rec, k_rec):
+    """A record of replica ``r`` after a thinned step: its moments (when ``sum_dw`` has rows;
+    one DGEMM per full group) and row ``k_rec`` of ``rec``. Returns ``(within bound,
+    k_group, k_rec)`` after the record; nothing is recorded for a diverged state."""
+    if not _within(w, bound):
+        return False, k_group, k_rec
+    if sum_dw.shape[0] > 0:
+        _record(w, w_ref, group, k_group, sum_dw[r])
+        k_group += 1
+        if k_group == RECORD_GROUP:
+            _add_group(sum_dwdw[r], group, k_group)
+            k_group = 0
+    if k_rec < rec.shape[0]:
+        rec[k_rec, r, :] = w
+    return True, k_group, k_rec + 1
+
+
+@njit(cache=True, boundscheck=False, inline="always")
+def _close_replica(w, bound, r, group, k_group, sum_dw, sum_dwdw):
+    """End of a call for a replica that has not diverged: its last partial record group into
+    the moments; returns whether the final state diverged."""
+    if sum_dw.shape[0] > 0 and k_group > 0:
+        _add_group(sum_dwdw[r], group, k_group)
+    return not _within(w, bound)
+
+
 @njit(cache=True, boundscheck=False, fastmath={"reassoc", "contract"}, parallel=True)
 def sgd_kernel(
     X, y, W, lr, S, with_replacement, perm, keys, step0, n, thin, w_ref, sum_dw, sum_dwdw, rec,
@@ -190,8 +217,6 @@ def sgd_kernel(
     """
     R, N = W.shape
     P = X.shape[0]
-    moments = sum_dw.shape[0] > 0
-    n_rec = rec.shape[0]
     diverged = np.zeros(R, np.bool_)
     c = lr / S
     for r in prange(R):
@@ -210,22 +235,14 @@ def sgd_kernel(
             draw_batch(u, P, with_replacement, perm[r], idx)  # App. C sampling
             _sgd_step(X, y, w, c, idx, res)
             if (t + 1) % thin == 0:
-                if not _within(w, bound):
+                ok, k_group, k_rec = _record_state(
+                    w, w_ref, bound, r, group, k_group, sum_dw, sum_dwdw, rec, k_rec
+                )
+                if not ok:
                     diverged[r] = True
                     break
-                if moments:
-                    _record(w, w_ref, group, k_group, sum_dw[r])
-                    k_group += 1
-                    if k_group == RECORD_GROUP:
-                        _add_group(sum_dwdw[r], group, k_group)
-                        k_group = 0
-                if k_rec < n_rec:
-                    rec[k_rec, r, :] = w
-                k_rec += 1
         if not diverged[r]:
-            diverged[r] = not _within(w, bound)
-            if moments and k_group > 0:
-                _add_group(sum_dwdw[r], group, k_group)
+            diverged[r] = _close_replica(w, bound, r, group, k_group, sum_dw, sum_dwdw)
     return diverged
 
 

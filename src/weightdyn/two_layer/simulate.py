@@ -72,7 +72,7 @@ import numpy as np
 from numba import njit, prange
 from scipy.integrate import solve_ivp
 
-from weightdyn.counter_rng import normal_pair, replica_keys, uniform
+from weightdyn.counter_rng import normal, replica_keys, uniform
 from weightdyn.minibatch import draw_batch
 from weightdyn.observables import Observables, SeriesRecorder, series_fields
 from weightdyn.single_layer.theory import noise_prefactor
@@ -629,8 +629,8 @@ def sgf_kernel(
     """Advance ``R`` replicas by ``n`` Euler-Maruyama steps of the SGF (Eqs. 51-52) in place.
 
     Step ``t`` of replica ``r`` uses ``P`` standard normals ``z``, the normals
-    ``t P' .. t P' + P - 1`` (``P'`` = P rounded up to even) of the replica's stream
-    (:func:`weightdyn.counter_rng.normal_pair`, key ``keys[r]``); one step is::
+    ``t P .. t P + P - 1`` of the replica's stream (:func:`weightdyn.counter_rng.normal`, key
+    ``keys[r]``); one step is::
 
         a_mu = drift + amp (z_mu - mean z),   K_t = sum_mu a_mu (y_mu - w x_mu) x_mu^T,
         W2_new = W2 + K_t W1^T,  W1_new = W1 + W2^T K_t,  w = W2_new W1_new
@@ -641,20 +641,19 @@ def sgf_kernel(
     """
     R = W1.shape[0]
     P = X.shape[0]
-    half = (P + 1) // 2
     diverged = np.zeros(R, np.bool_)
     bound2 = bound * bound
     for r in prange(R):
-        z = np.empty(2 * half, np.float64)
+        z = np.empty(P, np.float64)
         K = np.empty(Wp.shape[1:], np.float64)
         d2 = np.empty(Wp.shape[1], np.float64)
         w1, w2, w = W1[r], W2[r], Wp[r]
         key = keys[r]
         k_rec = 0
         for t in range(n):
-            base = np.uint64(step0 + t) * np.uint64(half)
-            for m in range(half):
-                z[2 * m], z[2 * m + 1] = normal_pair(key, base + np.uint64(m))
+            base = np.uint64(step0 + t) * np.uint64(P)
+            for j in range(P):
+                z[j] = normal(key, base + np.uint64(j))
             z_mean = 0.0
             for mu in range(P):
                 z_mean += z[mu]
