@@ -90,7 +90,10 @@ def hessian_range(H: ArrayLike, rtol: float | None = None, atol: float | None = 
     return RangeInfo(V[:, keep], omega[keep], cut, int(keep.sum()), n - int(keep.sum()))
 
 
-def _on_range(H: ArrayLike, C: ArrayLike, rtol: float | None, atol: float | None):
+def _on_range(
+    H: ArrayLike, C: ArrayLike, rtol: float | None, atol: float | None
+) -> tuple[RangeInfo, FloatArray, FloatArray]:
+    """:func:`hessian_range` of ``H`` and the reduced ``(Q^T H Q, Q^T C Q)``."""
     info = hessian_range(H, rtol, atol)
     C = np.asarray(C, dtype=float)
     if C.shape != (info.Q.shape[0],) * 2:
@@ -169,7 +172,9 @@ class MinimumResult:
     converged: bool
 
 
-def _newton_step(model: Model, X, Y, theta: FloatArray, g: FloatArray) -> FloatArray:
+def _newton_step(
+    model: Model, X: FloatArray, Y: FloatArray, theta: FloatArray, g: FloatArray
+) -> FloatArray:
     """Saddle-free Newton direction ``-|H|^+ g`` with the analytic Hessian; eigenvalues with
     ``|omega|`` up to ``1e-13 max|omega|`` (flat symmetry directions) are dropped."""
     omega, V = np.linalg.eigh(model.hessian(X, Y, theta))
@@ -177,7 +182,9 @@ def _newton_step(model: Model, X, Y, theta: FloatArray, g: FloatArray) -> FloatA
     return -V[:, keep] @ ((V[:, keep].T @ g) / np.abs(omega[keep]))
 
 
-def _newton(model: Model, X, Y, theta: FloatArray, gtol: float, max_steps: int):
+def _newton(
+    model: Model, X: FloatArray, Y: FloatArray, theta: FloatArray, gtol: float, max_steps: int
+) -> tuple[FloatArray, FloatArray, int]:
     """Newton iterations with halving until ``|grad L|`` decreases; stops when it stalls."""
     g = model.gradient(X, Y, theta)
     steps = 0
