@@ -1,0 +1,448 @@
+"""Linearised SGD theory of any :class:`~weightdyn.models.base.Model` at a minimum.
+
+Paper 000: near a minimum ``theta*`` the SGD dynamics (Eq. 11) becomes the Ornstein-Uhlenbeck
+process of Eq. 13 with drift ``H`` (the Hessian) and noise covariance ``C`` (Eq. 14, App. C);
+its stationary covariance solves the Lyapunov equation (Eq. 29), ``M = (lr/2) H^-1 (C + Q)``
+(Eqs. 30-31), or ``M = (lr/2) H^-1 C`` under detailed balance (Eq. 33). Appendix A
+(Eqs. 79-81) maps a nonlinear network onto linear regression in the Jacobian features:
+drift ``J^T J / P`` (residual curvature dropped). The single-layer formulas of
+:mod:`weightdyn.single_layer.theory` are reused on the range of ``H``.
+
+Non-isolated minima (deep linear networks: ``GL(N_l)`` symmetry between layers) have a
+Hessian null space. All covariances live on ``range(H)``: eigenvalues up to
+``max(rtol * max|omega|, atol)`` count as zero, ``rtol`` defaulting to ``10 n eps`` and ``atol``
+to :data:`~weightdyn.two_layer.theory.RESIDUAL_CUT_FACTOR` times the zero-mode spread
+``-min(omega, 0)`` (as in :mod:`weightdyn.two_layer.theory`): at an optimiser's end point the
+zero modes spread to about the residual size on both sides of 0. Zero outside the range.
+
+Paper typo (checked in ``tests/test_models.py``): Eq. 81 writes the linearised loss as
+``(1/2P) ||w^T J - Y||^2 + const``. With ``J in R^{P x N}`` this is ``||J w - Y||^2``, but the
+bias ``b(x)`` of Eq. 79 does not drop out as a constant: the cross term ``2 (J w)^T b``
+depends on ``w``. The correct form is ``(1/2P) ||J w - (Y - b)||^2`` (labels ``Y - b``).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import scipy.optimize
+from numpy.typing import ArrayLike
+
+from weightdyn.models.base import FloatArray, Model
+from weightdyn.single_layer import theory as sl
+from weightdyn.two_layer.theory import RESIDUAL_CUT_FACTOR, zero_mode_spread
+
+__all__ = [
+    "Linearisation",
+    "LocalTheory",
+    "MinimumResult",
+    "RangeInfo",
+    "check_learning_rate",
+    "check_minimum",
+    "check_underparameterised",
+    "circulation",
+    "detailed_balance_covariance",
+    "discrete_stationary_covariance",
+    "find_minimum",
+    "hessian_range",
+    "jacobian_linearisation",
+    "local_theory",
+    "noise_covariance",
+    "stationary_covariance",
+]
+
+Sampling = Literal["with", "without"]
+
+
+# ------------------------------------------------------------------ range of H
+
+
+@dataclass(frozen=True)
+class RangeInfo:
+    """Numerical range of a symmetric ``H``: orthonormal eigenvectors ``Q`` (``n x rank``) with
+    eigenvalues ``omega`` above ``cut``; ``null_dim = n - rank`` (Hessian zero modes)."""
+
+    Q: FloatArray
+    omega: FloatArray
+    cut: float
+    rank: int
+    null_dim: int
+
+
+def hessian_range(H: ArrayLike, rtol: float | None = None, atol: float | None = None) -> RangeInfo:
+    """Range of ``H`` and null-space dimension (rank cut ``max(rtol max|omega|, atol)``).
+
+    Defaults: ``rtol = 10 n eps``; ``atol = RESIDUAL_CUT_FACTOR * zero_mode_spread(H)`` (the
+    most negative eigenvalue marks how far the zero modes moved off 0 near a minimum).
+    """
+    H = np.asarray(H, dtype=float)
+    if H.ndim != 2 or H.shape[0] != H.shape[1]:
+        raise ValueError(f"H must be a square matrix, got shape {H.shape}")
+    n = H.shape[0]
+    omega, V = np.linalg.eigh(0.5 * (H + H.T))
+    rtol = 10 * n * float(np.finfo(float).eps) if rtol is None else float(rtol)
+    atol = RESIDUAL_CUT_FACTOR * zero_mode_spread(H) if atol is None else float(atol)
+    cut = max(rtol * float(np.max(np.abs(omega), initial=0.0)), atol)
+    keep = omega > cut
+    return RangeInfo(V[:, keep], omega[keep], cut, int(keep.sum()), n - int(keep.sum()))
+
+
+def _on_range(
+    H: ArrayLike, C: ArrayLike, rtol: float | None, atol: float | None
+) -> tuple[RangeInfo, FloatArray, FloatArray]:
+    """:func:`hessian_range` of ``H`` and the reduced ``(Q^T H Q, Q^T C Q)``."""
+    info = hessian_range(H, rtol, atol)
+    C = np.asarray(C, dtype=float)
+    if C.shape != (info.Q.shape[0],) * 2:
+        raise ValueError(f"C must have the shape of H {(info.Q.shape[0],) * 2}, got {C.shape}")
+    return info, np.diag(info.omega), info.Q.T @ (0.5 * (C + C.T)) @ info.Q
+
+
+# --------------------------------------------------------------------- checks
+
+
+def check_learning_rate(H: ArrayLike, lr: float) -> float:
+    """Require ``0 < lr < 2 / max eig(H)``: beyond it the local quadratic model (Eq. 11 with
+    ``grad L = H (w - w*)``, Eq. 13) is unstable and no stationary state exists."""
+    lr = float(lr)
+    w_max = float(np.linalg.eigvalsh(0.5 * (np.asarray(H) + np.asarray(H).T))[-1])
+    limit = 2.0 / w_max if w_max > 0 else np.inf
+    if not np.isfinite(lr) or lr <= 0 or lr >= limit:
+        raise ValueError(
+            f"lr must satisfy 0 < lr < 2 / max eig(H) = {limit:.6g} (stability of the local "
+            f"quadratic model, lr * max eig(H) < 2), got lr = {lr!r}"
+        )
+    return lr
+
+
+def check_minimum(
+    model: Model, X: ArrayLike, Y: ArrayLike, theta: ArrayLike, gtol: float = 1e-8
+) -> float:
+    """Gradient norm ``|grad L(theta)|``; ``ValueError`` if above ``gtol`` (not a minimum)."""
+    g = float(np.linalg.norm(model.gradient(X, Y, theta)))
+    if not g <= gtol:
+        raise ValueError(
+            f"theta is not a minimum: |grad L(theta)| = {g:.3e} must be <= gtol = {gtol:.3e} "
+            "(run find_minimum first, or raise gtol)"
+        )
+    return g
+
+
+def check_underparameterised(model: Model, X: ArrayLike, theta: ArrayLike | None = None) -> int:
+    """Effective parameter count; ``ValueError`` unless it is below ``P * N_o``.
+
+    Without ``theta`` the count is ``n_params``; with ``theta`` it is ``rank(J(theta))``,
+    the number of independent features of Eq. 80 (smaller for redundant parametrisations
+    such as :class:`~weightdyn.models.DeepLinear`). If it reaches ``P * N_o`` the model
+    interpolates locally, the residuals and the noise vanish at the minimum (Eq. 16) and
+    there are no stationary fluctuations.
+    """
+    X = np.asarray(X, dtype=float)
+    n_values = X.shape[0] * model.n_out
+    if theta is None:
+        n_eff, what = model.n_params, "n_params"
+    else:
+        n_eff, what = int(np.linalg.matrix_rank(model.jacobian(X, theta))), "rank of J(theta)"
+    if n_eff >= n_values:
+        raise ValueError(
+            f"model is not underparameterised: {what} = {n_eff} must be < P * N_o = "
+            f"{n_values} (X has P = {X.shape[0]} samples); otherwise the fit interpolates and "
+            "the stationary fluctuations vanish (Eq. 16)"
+        )
+    return n_eff
+
+
+# -------------------------------------------------------------------- minimum
+
+
+@dataclass(frozen=True)
+class MinimumResult:
+    """Outcome of :func:`find_minimum`: the point, its ``|grad L|`` and loss, the L-BFGS plus
+    trust-region iterations, the accepted Newton steps, wall time, ``grad_norm <= gtol``."""
+
+    theta: FloatArray
+    grad_norm: float
+    loss: float
+    iterations: int
+    newton_steps: int
+    seconds: float
+    converged: bool
+
+
+def _newton_step(
+    model: Model, X: FloatArray, Y: FloatArray, theta: FloatArray, g: FloatArray
+) -> FloatArray:
+    """Saddle-free Newton direction ``-|H|^+ g`` with the analytic Hessian; eigenvalues with
+    ``|omega|`` up to ``1e-13 max|omega|`` (flat symmetry directions) are dropped."""
+    omega, V = np.linalg.eigh(model.hessian(X, Y, theta))
+    keep = np.abs(omega) > 1e-13 * np.max(np.abs(omega))
+    return -V[:, keep] @ ((V[:, keep].T @ g) / np.abs(omega[keep]))
+
+
+def _newton(
+    model: Model, X: FloatArray, Y: FloatArray, theta: FloatArray, gtol: float, max_steps: int
+) -> tuple[FloatArray, FloatArray, int]:
+    """Newton iterations with halving until ``|grad L|`` decreases; stops when it stalls."""
+    g = model.gradient(X, Y, theta)
+    steps = 0
+    for _ in range(max_steps):
+        if np.linalg.norm(g) <= 0.1 * gtol:
+            break
+        d = _newton_step(model, X, Y, theta, g)
+        for t in 0.5 ** np.arange(12):
+            g_new = model.gradient(X, Y, theta + t * d)
+            if np.linalg.norm(g_new) < np.linalg.norm(g):
+                theta, g, steps = theta + t * d, g_new, steps + 1
+                break
+        else:
+            break
+    return theta, g, steps
+
+
+def find_minimum(
+    model: Model,
+    X: ArrayLike,
+    Y: ArrayLike,
+    theta0: ArrayLike,
+    gtol: float = 1e-10,
+    *,
+    lbfgs_gtol: float = 1e-7,
+    max_iter: int = 20000,
+    max_trust: int = 500,
+    max_newton: int = 30,
+    strict: bool = True,
+) -> MinimumResult:
+    """Full-batch minimum of ``L`` (Eqs. 3, 36, 81) to a gradient norm near round-off.
+
+    L-BFGS (scipy, analytic gradient) down to ``max|grad| <= lbfgs_gtol``; if ``|grad L|`` is
+    still above ``gtol``, scipy's ``trust-exact`` with the analytic Hessian (robust where the
+    Hessian is ill-conditioned or indefinite); finally saddle-free Newton steps on the range
+    of the Hessian (flat symmetry directions of non-isolated minima are left alone), each
+    accepted only if it lowers ``|grad L|``. ``strict``: raise ``RuntimeError`` if the final
+    ``|grad L|`` exceeds ``gtol``; otherwise return with ``converged=False``.
+    """
+    start = time.perf_counter()
+    X, theta, Y = model.check_inputs(X, theta0, Y)
+
+    def fun(t: FloatArray) -> tuple[float, FloatArray]:
+        return model.loss(X, Y, t), model.gradient(X, Y, t)
+
+    opt = scipy.optimize.minimize(
+        fun, theta, jac=True, method="L-BFGS-B",
+        options={"gtol": lbfgs_gtol, "ftol": 0.0, "maxiter": max_iter, "maxcor": 30},
+    )  # fmt: skip
+    theta, nit = np.asarray(opt.x, dtype=float), int(opt.nit)
+    if np.linalg.norm(model.gradient(X, Y, theta)) > gtol:
+        opt = scipy.optimize.minimize(
+            fun, theta, jac=True, hess=lambda t: model.hessian(X, Y, t), method="trust-exact",
+            options={"gtol": 0.1 * gtol, "maxiter": max_trust},
+        )  # fmt: skip
+        theta, nit = np.asarray(opt.x, dtype=float), nit + int(opt.nit)
+    theta, g, steps = _newton(model, X, Y, theta, gtol, max_newton)
+    gn = float(np.linalg.norm(g))
+    res = MinimumResult(theta, gn, model.loss(X, Y, theta), nit, steps,
+                        time.perf_counter() - start, gn <= gtol)  # fmt: skip
+    if strict and not res.converged:
+        raise RuntimeError(
+            f"find_minimum: |grad L| = {gn:.3e} after {res.iterations} L-BFGS/trust-region "
+            f"iterations and {steps} Newton steps is above gtol = {gtol:.3e}"
+        )
+    return res
+
+
+# ---------------------------------------------------------------------- noise
+
+
+def noise_covariance(
+    model: Model,
+    X: ArrayLike,
+    Y: ArrayLike,
+    theta: ArrayLike,
+    batch_size: int,
+    sampling: Sampling = "with",
+) -> FloatArray:
+    """Exact mini-batch gradient covariance at ``theta`` (Eq. 14, App. C Eq. 83)::
+
+        C = c(P, S) [ (1/P) sum_mu g^mu g^mu^T - G G^T ],   G = grad L = (1/P) sum_mu g^mu,
+
+    ``g^mu`` from :meth:`Model.per_sample_gradients`, ``c`` from
+    :func:`weightdyn.single_layer.theory.noise_prefactor` (``1/S`` with replacement,
+    ``(P - S) / (S (P - 1))`` without). Valid at any ``theta``.
+    """
+    G = model.per_sample_gradients(X, Y, theta)
+    c = sl.noise_prefactor(G.shape[0], batch_size, sampling)
+    g = G.mean(axis=0)
+    C = c * (G.T @ G / G.shape[0] - np.outer(g, g))
+    return 0.5 * (C + C.T)
+
+
+# ----------------------------------------------------------- stationary state
+
+
+def _embed(info: RangeInfo, Mr: FloatArray) -> FloatArray:
+    return info.Q @ Mr @ info.Q.T
+
+
+def stationary_covariance(
+    H: ArrayLike, C: ArrayLike, lr: float, rtol: float | None = None, atol: float | None = None
+) -> FloatArray:
+    """Stationary covariance on ``range(H)`` (Eqs. 29-31), zero on the null space.
+
+    Solves ``H M + M H = lr C`` (Eq. 29) for ``M = Q M_r Q^T``, ``M_r`` from
+    :func:`weightdyn.single_layer.theory.stationary_covariance` of ``Q^T H Q`` and
+    ``Q^T C Q`` (``Q`` from :func:`hessian_range`); equals ``(lr/2) H^+ (C + Q_31)``
+    (Eq. 30). Requires ``lr * max eig(H) < 2`` (:func:`check_learning_rate`).
+    """
+    check_learning_rate(H, lr)
+    info, Hr, Cr = _on_range(H, C, rtol, atol)
+    return _embed(info, sl.stationary_covariance(Hr, Cr, lr))
+
+
+def circulation(
+    H: ArrayLike, C: ArrayLike, rtol: float | None = None, atol: float | None = None
+) -> FloatArray:
+    """Antisymmetric ``Q`` of Eq. 31 on ``range(H)``
+    (:func:`weightdyn.single_layer.theory.circulation`); 0 iff detailed balance holds."""
+    info, Hr, Cr = _on_range(H, C, rtol, atol)
+    return _embed(info, sl.circulation(Hr, Cr))
+
+
+def detailed_balance_covariance(
+    H: ArrayLike, C: ArrayLike, lr: float, rtol: float | None = None, atol: float | None = None
+) -> FloatArray:
+    """Detailed-balance covariance ``M = (lr/2) H^+ C`` (Eq. 33) restricted to ``range(H)``
+    (``C`` projected onto the range first); not symmetric unless ``[H, C] = 0``."""
+    check_learning_rate(H, lr)
+    info, Hr, Cr = _on_range(H, C, rtol, atol)
+    return _embed(info, sl.detailed_balance_covariance(Hr, Cr, lr))
+
+
+def discrete_stationary_covariance(
+    H: ArrayLike, C: ArrayLike, lr: float, rtol: float | None = None, atol: float | None = None
+) -> FloatArray:
+    """Stationary covariance of discrete-time SGD on the local quadratic model (issue 7).
+
+    Fixed point of ``M = (1 - lr H) M (1 - lr H) + lr^2 C`` on ``range(H)``: in the
+    eigenbasis ``Mt_ij = lr Ct_ij / (omega_i + omega_j - lr omega_i omega_j)``; Eq. 30 is the
+    ``lr -> 0`` limit. **Exact only for a quadratic loss with additive noise** (gradient
+    ``H (w - w*) + xi``, ``xi`` of covariance ``C`` independent of ``w``): it drops the
+    curvature beyond second order and the mini-batch fluctuation of the Hessian, which
+    :func:`weightdyn.single_layer.theory.discrete_stationary_covariance` keeps for linear
+    regression (docs/discrete_covariance.md). Requires ``lr * max eig(H) < 2``.
+    """
+    check_learning_rate(H, lr)
+    info, _, Cr = _on_range(H, C, rtol, atol)
+    w = info.omega
+    Mr = lr * Cr / (w[:, None] + w[None, :] - lr * np.outer(w, w))
+    return _embed(info, 0.5 * (Mr + Mr.T))
+
+
+# ------------------------------------------------- App. A: Jacobian linearisation
+
+
+@dataclass(frozen=True)
+class Linearisation:
+    """Linear model of App. A at ``theta*``: ``f(x) ~ b(x) + J_x theta`` (Eqs. 79-80).
+
+    ``J`` is ``(P * N_o, n)`` (sample-major rows), ``bias`` ``b = f(X, theta*) - J theta*`` and
+    ``targets = Y - b`` (both ``(P, N_o)``): the labels of the equivalent linear regression on
+    the features ``J`` (Eq. 81, corrected). ``drift = J^T J / P`` (Gauss-Newton, residual
+    curvature dropped); ``noise`` the covariance of Eq. 14 built from ``J`` and the residuals.
+    """
+
+    J: FloatArray
+    bias: FloatArray
+    targets: FloatArray
+    drift: FloatArray
+    noise: FloatArray
+
+
+def jacobian_linearisation(
+    model: Model,
+    X: ArrayLike,
+    Y: ArrayLike,
+    theta: ArrayLike,
+    batch_size: int,
+    sampling: Sampling = "with",
+) -> Linearisation:
+    """App. A prediction: replace the design matrix by the Jacobian (Eqs. 79-81).
+
+    The linearised per-sample gradients are ``g^mu = J_mu^T r^mu`` with the residuals
+    ``r^mu = b^mu + J_mu theta - y^mu`` (equal to the network's at ``theta``), so the noise
+    (Eq. 14, App. C) is the network's; the drift is ``H_GN = J^T J / P``, which equals the
+    Hessian only where the residual curvature vanishes.
+    """
+    X, theta, Y = model.check_inputs(X, theta, Y)
+    P, n = X.shape[0], model.n_params
+    J = model.jacobian(X, theta)
+    bias = model.output(X, theta) - (J @ theta).reshape(P, model.n_out)
+    R = bias + (J @ theta).reshape(P, model.n_out) - Y
+    G = np.einsum("pk,pka->pa", R, J.reshape(P, model.n_out, n))
+    c = sl.noise_prefactor(P, batch_size, sampling)
+    g = G.mean(axis=0)
+    C = c * (G.T @ G / P - np.outer(g, g))
+    return Linearisation(J, bias, Y - bias, J.T @ J / P, 0.5 * (C + C.T))
+
+
+# -------------------------------------------------------------- entry point
+
+
+@dataclass(frozen=True)
+class LocalTheory:
+    """Theory at a minimum: drift ``H``, noise ``C`` (Eq. 14), ``M`` (Eq. 30), ``M_detailed``
+    (Eq. 33), ``Q`` (Eq. 31), ``M_discrete`` (discrete recursion), the rank and null-space
+    dimension of ``H`` and the gradient norm at ``theta``."""
+
+    H: FloatArray
+    C: FloatArray
+    M: FloatArray
+    M_detailed: FloatArray
+    Q: FloatArray
+    M_discrete: FloatArray
+    rank: int
+    null_dim: int
+    grad_norm: float
+
+
+def local_theory(
+    model: Model,
+    X: ArrayLike,
+    Y: ArrayLike,
+    theta: ArrayLike,
+    lr: float,
+    batch_size: int,
+    sampling: Sampling = "with",
+    *,
+    drift: Literal["hessian", "gauss_newton"] = "hessian",
+    gtol: float = 1e-8,
+    rtol: float | None = None,
+    atol: float | None = None,
+) -> LocalTheory:
+    """Stationary SGD fluctuations about a minimum ``theta`` (Eqs. 14, 29-33).
+
+    ``drift="hessian"`` uses the full Hessian, ``"gauss_newton"`` the App. A prediction
+    (:func:`jacobian_linearisation`). Raises ``ValueError`` if ``|grad L(theta)| > gtol``
+    (:func:`check_minimum`), if ``drift`` is unknown or if ``lr * max eig(H) >= 2``.
+    """
+    if drift not in ("hessian", "gauss_newton"):
+        raise ValueError(f"drift must be 'hessian' or 'gauss_newton', got {drift!r}")
+    gn = check_minimum(model, X, Y, theta, gtol)
+    if drift == "hessian":
+        H = model.hessian(X, Y, theta)
+        C = noise_covariance(model, X, Y, theta, batch_size, sampling)
+    else:
+        lin = jacobian_linearisation(model, X, Y, theta, batch_size, sampling)
+        H, C = lin.drift, lin.noise
+    check_learning_rate(H, lr)
+    info = hessian_range(H, rtol, atol)
+    return LocalTheory(
+        H, C,
+        stationary_covariance(H, C, lr, rtol, atol),
+        detailed_balance_covariance(H, C, lr, rtol, atol),
+        circulation(H, C, rtol, atol),
+        discrete_stationary_covariance(H, C, lr, rtol, atol),
+        info.rank, info.null_dim, gn,
+    )  # fmt: skip
