@@ -1,4 +1,9 @@
-"""The config is validated before any job runs, and errors name the key and what is allowed."""
+"""The config is validated before any job runs, and errors name the key and what is allowed.
+
+Every case is checked in-process against the validation the Snakefile runs
+(``workflow/rules/common.smk``: ``sweep.check_config``, ``expand_sweeps``, ``expand_views``);
+two of them also through snakemake itself, which must stop before any job.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from workflow_helpers import snakemake
+from workflow_helpers import ROOT, snakemake
+
+from weightdyn import sweep
+from weightdyn.experiments import ConfigError
 
 
 def _write_config(workdir: Path, edit) -> Path:
@@ -114,14 +122,33 @@ CASES = {
 }
 
 
+def _config_error(edit) -> str:
+    """The message the Snakefile stops with for the test config edited by ``edit``."""
+    cfg = yaml.safe_load((ROOT / "config" / "test.yaml").read_text())
+    edit(cfg)
+    cfg = yaml.safe_load(yaml.safe_dump(cfg))  # as snakemake reads it back from a file
+    with pytest.raises(ConfigError) as err:
+        sweep.check_config(cfg)
+        sweep.expand_views(cfg, sweep.expand_sweeps(cfg))
+    return f"invalid config: {err.value}"
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_invalid_config_stops_before_any_job(workflow_copy: Path, case: str) -> None:
+def test_invalid_config_names_the_key_and_what_is_allowed(case: str) -> None:
+    edit, expected = CASES[case]
+    message = _config_error(edit)
+    for text in expected:
+        assert text in message, f"{case}: {text!r} missing from\n{message}"
+
+
+@pytest.mark.parametrize("case", ["bad dynamics", "unknown figure option of a view"])
+def test_invalid_config_stops_snakemake_before_any_job(workflow_copy: Path, case: str) -> None:
     edit, expected = CASES[case]
     bad = _write_config(workflow_copy, edit)
     proc = snakemake(workflow_copy, "-n", "--configfile", str(bad), check=False)
     assert proc.returncode != 0
     message = proc.stdout + proc.stderr
-    for text in expected:
+    for text in ["invalid config", *expected]:
         assert text in message, f"{case}: {text!r} missing from\n{message[-3000:]}"
     assert not (workflow_copy / "results").exists()
 
