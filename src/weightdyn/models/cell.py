@@ -7,7 +7,8 @@ Protocol (paper 000 App. A and the local protocol of the two-layer experiment, i
    the same architecture) plus label noise of variance ``noise`` (Eq. 1 with the teacher
    replaced by a network).
 2. **Minimum** ``theta*``: full-batch optimisation (:func:`~weightdyn.models.theory.find_minimum`)
-   from a random initialisation of scale ``init_scale`` (the gradient-flow end point).
+   from a random initialisation of scale ``init_scale`` (the gradient-flow end point), or from
+   the teacher's weights (``start = teacher``).
 3. **Stationarity**: R SGD replicas (Eqs. 10-11) start at ``theta*`` (``init = minimum``) or at
    the random initialisation itself (``init = random``) and run ``burn_tau`` slowest relaxation
    times ``tau = 1 / (lr omega_min)`` (steps; ``omega_min`` the smallest non-zero Hessian
@@ -26,8 +27,8 @@ Protocol (paper 000 App. A and the local protocol of the two-layer experiment, i
    loss).
 
 A cell whose set-up fails a check (no minimum found, not underparameterised, ``lr`` beyond the
-local stability limit, diverged replicas) returns a flagged dataset (``status`` names the
-reason, NaN elsewhere) instead of stopping the sweep.
+local stability limit, a relaxation time too long for ``max_steps``, diverged replicas) returns
+a flagged dataset (``status`` names the reason, NaN elsewhere) instead of stopping the sweep.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ from weightdyn.stats import jackknife_of_mean
 Progress = Callable[[str], None]
 
 #: outcome of a cell's checks (``status`` of the dataset); 0 is a complete cell
-STATUS = ("ok", "no_minimum", "not_underparameterised", "lr_unstable", "diverged")
+STATUS = ("ok", "no_minimum", "not_underparameterised", "lr_unstable", "diverged", "too_slow")
 
 
 class CellFailed(Exception):
@@ -65,10 +66,11 @@ class CellFailed(Exception):
 
 @dataclass(frozen=True)
 class Data:
-    """Training set: ``X`` (P, N_i), ``Y`` (P, N_o)."""
+    """Training set: ``X`` (P, N_i), ``Y`` (P, N_o), and the teacher's parameters."""
 
     X: FloatArray
     Y: FloatArray
+    theta_teacher: FloatArray
 
 
 def teacher_data(
@@ -80,12 +82,19 @@ def teacher_data(
     theta_t = teacher.random_theta(rng, teacher_scale)
     Y = teacher.output(X, theta_t)
     Y = Y + math.sqrt(float(params["noise"])) * rng.standard_normal(Y.shape)
-    return Data(X, Y)
+    return Data(X, Y, theta_t)
 
 
 def _data_keys(params: Mapping[str, Any]) -> dict[str, Any]:
     keys = ("N_i", "N_o", "P", "noise", "teacher", "data_seed", "activation", "width")
     return {k: params[k] for k in keys if k in params}
+
+
+def _init_keys(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The data's keys and the architecture: ``theta*`` is shared by cells that differ only
+    in ``lr``, ``batch_size``, ``sampling`` or ``init``."""
+    return {**_data_keys(params), **{k: params[k] for k in ("depth", "init_scale", "start")
+                                     if k in params}}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -97,9 +106,16 @@ class Minimum:
 
 
 def minimum(model: Model, data: Data, params: Mapping[str, Any], progress: Progress) -> Minimum:
-    """Step 2, with the checks of a minimum and of underparameterisation."""
-    rng = seeds.generator("models/init", params)
+    """Step 2, with the checks of underparameterisation (the rank of the Jacobian at the start,
+    before any optimisation) and of a minimum."""
+    rng = seeds.generator("models/init", _init_keys(params))
     theta0 = model.random_theta(rng, float(params["init_scale"]))
+    if params.get("start") == "teacher":
+        theta0 = data.theta_teacher.copy()
+    try:
+        theory.check_underparameterised(model, data.X, theta0)
+    except ValueError as err:
+        raise CellFailed("not_underparameterised", str(err)) from None
     res = theory.find_minimum(model, data.X, data.Y, theta0, gtol=params["gtol"], strict=False)
     progress(
         f"minimum: |grad L| = {res.grad_norm:.2e}, L = {res.loss:.6g} after {res.iterations} "
@@ -109,10 +125,6 @@ def minimum(model: Model, data: Data, params: Mapping[str, Any], progress: Progr
         raise CellFailed(
             "no_minimum", f"no minimum: |grad L| = {res.grad_norm:.2e} > gtol = {params['gtol']}"
         )
-    try:
-        theory.check_underparameterised(model, data.X, res.theta)
-    except ValueError as err:
-        raise CellFailed("not_underparameterised", str(err)) from None
     return Minimum(theta0, res)
 
 
@@ -256,8 +268,16 @@ def cell_dataset(
     except ValueError as err:
         raise CellFailed("lr_unstable", str(err)) from None
     tau, tau_fast = relaxation_steps(H_star, params["lr"])
+    n_tau = max(params["burn_tau"], params["sample_tau"])
+    if n_tau * tau > params["max_steps"]:
+        raise CellFailed(
+            "too_slow",
+            f"slowest relaxation time {tau:.3g} steps: {n_tau:g} of them exceed max_steps = "
+            f"{params['max_steps']} (a flat direction at theta*; null(H) dimension "
+            f"{theory.hessian_range(H_star).null_dim})",
+        )
     begin = start.theta0 if params["init"] == "random" else theta_star
-    burn, sample, theta_loc, thin = simulate(model, data, begin, tau, params, progress)
+    _, sample, theta_loc, thin = simulate(model, data, begin, tau, params, progress)
     th = _theories(model, data, theta_loc, params)
     info = theory.hessian_range(th["local"].H)
     Qr, Hr = info.Q, info.Q.T @ th["local"].H @ info.Q
@@ -361,9 +381,7 @@ def failed_dataset(status: str, message: str) -> xr.Dataset:
     return ds
 
 
-def run(
-    model: Model, teacher: Model, params: Mapping[str, Any], progress: Progress
-) -> xr.Dataset:
+def run(model: Model, teacher: Model, params: Mapping[str, Any], progress: Progress) -> xr.Dataset:
     """Steps 1-6 of one cell; a failed check gives :func:`failed_dataset`."""
     t0 = time.perf_counter()
     data = teacher_data(model, teacher, params, float(params["teacher_scale"]))

@@ -10,7 +10,11 @@ measures the IVFR (curvature against variance along the covariance's eigenvector
 - ``deep_linear``: ``f(x) = W_L ... W_1 x`` of depth ``depth`` and hidden width ``width``
   (:class:`~weightdyn.models.DeepLinear`; depth 2 is Sec. III's network); a linear teacher.
 - ``one_hidden``: ``f(x) = W2 phi(W1 x + b1) + b2`` (:class:`~weightdyn.models.OneHidden`,
-  ``phi`` tanh or softplus); a teacher network of the same architecture or a linear teacher.
+  ``phi`` tanh or softplus); a teacher of the same architecture (``orthogonal``: orthonormal
+  first-layer rows, output weights +-1, no biases; ``network``: i.i.d. fan-in scaled weights) or
+  a linear teacher. A random i.i.d. teacher is badly conditioned (Fisher eigenvalues ~1e-5 at
+  P = 600): the full-batch minimum then runs off to saturated units (``null_dim > 0``, relaxation
+  times of 1e10 steps and more); the orthogonal teacher gives an isolated minimum.
 """
 
 from __future__ import annotations
@@ -39,7 +43,8 @@ plots = LazyPlots("weightdyn.plots.models")
 
 POSITIVE = {"minimum": 0, "exclusive_minimum": True}
 INITS = ("minimum", "random")
-TEACHERS = ("network", "linear")
+TEACHERS = ("orthogonal", "network", "linear")
+STARTS = ("random", "teacher")
 # fmt: off
 COMMON = (
     Param("N_i", int, REQUIRED, "input dimension N_i", axis=True, minimum=1),
@@ -75,9 +80,10 @@ DEEP = (
 ONE_HIDDEN = (
     Param("activation", str, "tanh", "activation phi (smooth)", axis=True,
           allowed=tuple(ACTIVATIONS)),
-    Param("teacher", str, "network", "teacher: a random network of the same architecture "
-          "or a random linear map", axis=True, allowed=TEACHERS),
-    Param("bias", bool, True, "biases b1, b2"),
+    Param("teacher", str, "orthogonal", "teacher: a network of the same architecture "
+          "(orthogonal or i.i.d. weights) or a random linear map", axis=True, allowed=TEACHERS),
+    Param("start", str, "random", "start of the full-batch minimisation: a random "
+          "initialisation or the teacher's weights", axis=True, allowed=STARTS),
 )
 # fmt: on
 
@@ -89,37 +95,48 @@ def deep_linear_model(params: Params) -> DeepLinear:
 
 
 def one_hidden_model(params: Params) -> OneHidden:
-    return OneHidden(params["N_i"], params["width"], params["N_o"], params["activation"],
-                     params["bias"])  # fmt: skip
+    """``f(x) = W2 phi(W1 x + b1) + b2`` with biases."""
+    return OneHidden(params["N_i"], params["width"], params["N_o"], params["activation"])
+
+
+class OrthogonalTeacher(OneHidden):
+    """A well-conditioned teacher: ``W1`` = ``scale`` times ``N_h`` orthonormal rows (Haar),
+    ``b1 = 0``, output weights ``+-1`` (random signs), ``b2 = 0``; needs ``N_h <= N_i``."""
+
+    def random_theta(self, rng: np.random.Generator, scale: float = 1.0) -> np.ndarray:
+        Q, Rq = np.linalg.qr(rng.standard_normal((self.n_in, self.n_hidden)))
+        W1 = scale * (Q * np.sign(np.diag(Rq))).T  # Haar: fix the signs of the QR
+        W2 = rng.choice([-1.0, 1.0], size=(self.n_out, self.n_hidden))
+        b1, b2 = np.zeros((self.n_hidden, 1)), np.zeros((self.n_out, 1))
+        return np.concatenate([np.hstack([W1, b1]).ravel(order="F"),
+                               np.hstack([W2, b2]).ravel(order="F")])  # fmt: skip
 
 
 def _teacher(params: Params) -> Model:
-    if params.get("teacher", "linear") == "linear":
+    teacher = params.get("teacher", "linear")
+    if teacher == "linear":
         return Linear(params["N_i"], params["N_o"])
+    if teacher == "orthogonal":
+        return OrthogonalTeacher(params["N_i"], params["width"], params["N_o"],
+                                 params["activation"])  # fmt: skip
     return one_hidden_model(params)
 
 
-def _check_common(params: dict[str, Any], n_eff: int, what: str) -> dict[str, Any]:
-    """``batch_size <= P`` and underparameterisation ``n_eff < P N_o`` (else the fit
-    interpolates and the stationary fluctuations vanish, Eq. 16)."""
+def derive(params: dict[str, Any]) -> dict[str, Any]:
+    """``batch_size <= P``; the orthogonal teacher needs ``width <= N_i``; a start at the
+    teacher needs a teacher of the student's architecture. An overparameterised cell
+    (``n_params >= P N_o``) is not refused here: it runs and comes out flagged
+    ``not_underparameterised`` (the sweep goes on)."""
     P, S = params["P"], params["batch_size"]
     if S > P:
         raise ConfigError(f"batch_size: {S} exceeds P = {P}; allowed: 1 <= batch_size <= P")
-    if n_eff >= P * params["N_o"]:
-        raise ConfigError(
-            f"P: {P} is too small for {what} = {n_eff}; allowed: P * N_o > {n_eff} (an "
-            "underparameterised fit; otherwise it interpolates and SGD stops fluctuating)"
-        )
+    if params.get("teacher") == "orthogonal" and params["width"] > params["N_i"]:
+        raise ConfigError(f"width: {params['width']} exceeds N_i = {params['N_i']}; allowed "
+                          "with teacher 'orthogonal': width <= N_i")  # fmt: skip
+    if params.get("start") == "teacher" and params.get("teacher") == "linear":
+        raise ConfigError("start: 'teacher' needs a teacher of the student's architecture; "
+                          "allowed with teacher 'linear': 'random'")  # fmt: skip
     return params
-
-
-def derive_deep(params: dict[str, Any]) -> dict[str, Any]:
-    """The end-to-end map has ``N_i N_o`` free entries: that is the Jacobian's rank."""
-    return _check_common(params, params["N_i"] * params["N_o"], "the rank N_i N_o of J")
-
-
-def derive_one_hidden(params: dict[str, Any]) -> dict[str, Any]:
-    return _check_common(params, one_hidden_model(params).n_params, "n_params")
 
 
 def run_deep(params: Params, progress: Progress) -> xr.Dataset:
@@ -141,20 +158,31 @@ def resources(params: Params, attempt: int) -> dict[str, int]:
 
 # ---------------------------------------------------------------------------- agreement
 
-AXES = ("depth", "width", "activation", "teacher", "P", "noise", "lr", "batch_size",
+AXES = ("depth", "width", "activation", "teacher", "start", "P", "noise", "lr", "batch_size",
         "sampling", "init", "init_scale", "data_seed", "N_i", "N_o")  # fmt: skip
+
+
+def _parts(ds: xr.Dataset) -> list[xr.Dataset]:
+    return [ds] if "cell" not in ds.dims else [ds.isel(cell=k) for k in range(ds.sizes["cell"])]
 
 
 def cells_of(ds: xr.Dataset) -> list[xr.Dataset]:
     """Cells of a merged sweep (or the one cell of a bare file) that passed their checks,
     with the padding of shorter spectra dropped."""
-    parts = [ds] if "cell" not in ds.dims else [ds.isel(cell=k) for k in range(ds.sizes["cell"])]
-    ok = [c for c in parts if int(c["status"]) == 0]
+    ok = [c for c in _parts(ds) if int(c["status"]) == 0]
     return [c.dropna("mode", how="all", subset=["eig_sgd"]) for c in ok]
+
+
+def flagged_cells(ds: xr.Dataset) -> list[str]:
+    """``"<cell>: <status>"`` for every cell that failed a check (:data:`cell.STATUS`)."""
+    parts = _parts(ds)
+    return [f"{cell_text(c, parts) or 'cell'}: {cell.STATUS[int(c['status'])]}"
+            for c in parts if int(c["status"]) != 0]  # fmt: skip
 
 
 def cell_text(c: xr.Dataset, cells: list[xr.Dataset]) -> str:
     """``axis=value, ...`` for the axes in which ``c`` differs from the other ``cells``."""
+
     def val(x: xr.Dataset, a: str) -> str:
         return str(x[a].values.item()) if a in x.coords else ""
 
@@ -217,13 +245,27 @@ def _experiment(name: str, title: str, params: tuple, run, derive) -> Experiment
 
 EXPERIMENTS = {
     "deep_linear": _experiment(
-        "deep_linear", "deep linear network: stationary SGD covariance, IVFR, drift",
-        COMMON + DEEP, run_deep, derive_deep,
+        "deep_linear",
+        "deep linear network: stationary SGD covariance, IVFR, drift",
+        COMMON + DEEP,
+        run_deep,
+        derive,
     ),
     "one_hidden": _experiment(
-        "one_hidden", "one-hidden-layer network: App. A's Jacobian theory against SGD",
-        COMMON + ONE_HIDDEN, run_one_hidden, derive_one_hidden,
+        "one_hidden",
+        "one-hidden-layer network: App. A's Jacobian theory against SGD",
+        COMMON + ONE_HIDDEN,
+        run_one_hidden,
+        derive,
     ),
 }
 
-__all__ = ["EXPERIMENTS", "deep_linear_model", "one_hidden_model", "np"]
+__all__ = [
+    "EXPERIMENTS",
+    "OrthogonalTeacher",
+    "cell_text",
+    "cells_of",
+    "deep_linear_model",
+    "flagged_cells",
+    "one_hidden_model",
+]
