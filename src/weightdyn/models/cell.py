@@ -337,12 +337,12 @@ def _scalars(model, data, start, th, sample, theta_loc, info, tau, tau_fast, thi
                         "1"),
         "commutator": (norm(H @ C - C @ H) / (norm(H) * norm(C)), "||[H, C]|| / (||H|| ||C||)",
                        "1"),
-        "tau_slow": (tau, "slowest relaxation time 1 / (lr omega_min) at theta*", "steps"),
-        "tau_fast": (tau_fast, "fastest relaxation time 1 / (lr omega_max) at theta*", "steps"),
+        "tau_slow": (tau, "slowest relaxation time 1 / (lr omega_min), in steps", "1"),
+        "tau_fast": (tau_fast, "fastest relaxation time 1 / (lr omega_max), in steps", "1"),
         "lr_omega_max": (1.0 / tau_fast, "lr * max eig(H) (stability needs < 2)", "1"),
-        "thin": (thin, "steps between records", "steps"),
+        "thin": (thin, "steps between records", "1"),
         "sample_steps": (int(sample.n_records.max()) * thin * sample.n_records.shape[1],
-                         "sampling steps per replica", "steps"),
+                         "sampling steps per replica", "1"),
         "shift_from_star": (norm(theta_loc - start.result.theta) / norm(start.result.theta),
                             "|theta_local - theta*| / |theta*|", "1"),
         "steps_per_second": (sample.steps_per_second, "replica-steps per second (sampling)",
@@ -361,10 +361,10 @@ def _drift(sample: Any, info: theory.RangeInfo, thin: int) -> dict:
     on_range = info.Q @ (info.Q.T @ delta)
     null = np.linalg.norm(delta - on_range) / max(steps, 1)
     return {
-        "drift_null": ((), null, attrs("drift of the mean along null(H) per step", "1/step",
+        "drift_null": ((), null, attrs("drift of the mean along null(H) per step", "1",
                                        "issue 4")),
         "drift_range": ((), np.linalg.norm(on_range) / max(steps, 1),
-                        attrs("motion of the mean within range(H) per step", "1/step",
+                        attrs("motion of the mean within range(H) per step", "1",
                               "issue 4")),
     }  # fmt: skip
 
