@@ -14,8 +14,9 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 import xarray as xr
+from matplotlib.ticker import MaxNLocator
 
-from weightdyn.models.experiment import cell_text, cells_of, flagged_cells
+from weightdyn.models.experiment import AXES, cell_text, cells_of, flagged_cells
 from weightdyn.plots.common import styled
 
 __all__ = ["ivfr", "spectra", "trace_vs_lr"]
@@ -62,7 +63,17 @@ def _no_cells(ds: xr.Dataset) -> plt.Figure | None:
     """A figure naming the flagged cells if no cell of ``ds`` passed its checks."""
     if cells_of(ds):
         return None
+    if "cell" not in ds.dims or ds.sizes["cell"] == 1:  # name the one cell by its coordinates
+        c = ds.isel(cell=0) if "cell" in ds.dims else ds
+        where = ", ".join(f"{a}={c[a].values.item()}" for a in AXES if a in c.coords)
+        return _message(f"cell {where}\nflagged: {flagged_cells(ds)[0].split(': ')[-1]}")
     return _message("no cell passed its checks:\n" + "\n".join(flagged_cells(ds)))
+
+
+def _flag_note(ds: xr.Dataset) -> str:
+    """``"; not drawn (flagged): ..."`` naming the cells that failed a check, or ``""``."""
+    flagged = flagged_cells(ds)
+    return "; not drawn (flagged): " + ", ".join(flagged) if flagged else ""
 
 
 def _median_error(c: xr.Dataset, theory: str) -> float:
@@ -75,8 +86,9 @@ def _median_error(c: xr.Dataset, theory: str) -> float:
 @styled
 def spectra(ds: xr.Dataset) -> plt.Figure:
     """Sorted eigenvalues of the SGD covariance on range(H) against the four theories (left,
-    log scale) and each theory's relative deviation from SGD with the SGD s.e. band (right).
-    One cell (a per-cell figure)."""
+    log scale) and each theory's relative deviation from SGD with the SGD s.e. band (right,
+    clipped to +-1). One cell (a per-cell figure). Eq. 33's covariance is not symmetric: the
+    eigenvalues of its symmetric part are drawn (negative ones leave the log axis)."""
     if (fig := _no_cells(ds)) is not None:
         return fig
     c = cells_of(ds)[0]
@@ -94,20 +106,23 @@ def spectra(ds: xr.Dataset) -> plt.Figure:
     left.set_yscale("log")
     left.set_xlabel("mode index $i$ (descending)")
     left.set_ylabel(r"eigenvalue $\mu_i$ of $M$ on range$(H)$")
-    left.legend(frameon=False, fontsize=6.5, loc="upper center", bbox_to_anchor=(1.1, -0.15),
-                ncols=3, title="lines: theory at the local point; legend: median "
-                r"$|\mu_i^{\rm th}/\mu_i^{\rm SGD} - 1|$", title_fontsize=6.5)  # fmt: skip
+    fig.legend(*left.get_legend_handles_labels(), frameon=False, fontsize=6.5, ncols=3,
+               loc="outside lower center", title="lines: theory at the local point, with the "
+               r"median $|\mu_i^{\rm th}/\mu_i^{\rm SGD} - 1|$", title_fontsize=6.5)  # fmt: skip
+    for ax in (left, right):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     right.axhline(0.0, color="0.6", lw=0.6)
+    right.set_ylim(-1.0, 1.0)
     right.set_xlabel("mode index $i$ (descending)")
-    right.set_ylabel(r"$\mu_i^{\rm theory} / \mu_i^{\rm SGD} - 1$")
-    right.legend(frameon=False, fontsize=6.5, loc="best")
+    right.set_ylabel(r"$\mu_i^{\rm theory} / \mu_i^{\rm SGD} - 1$ (clipped to $\pm 1$)")
+    right.legend(frameon=False, fontsize=6.5, loc="upper left")
     extra = (
         f"tr M: SGD {float(c['trace_sgd']):.4g} $\\pm$ {float(c['trace_sgd_se']):.2g}, exact "
-        f"{float(c['trace_exact']):.4g}; residual curvature "
-        f"$\\|H - J^TJ/P\\| / \\|H\\|$ = {float(c['residual_curvature']):.2g}; "
-        f"null(H) dim {int(c['null_dim'])}; {ERRORS}"
+        f"{float(c['trace_exact']):.4g}, discrete {float(c['trace_discrete']):.4g}; residual "
+        f"curvature $\\|H - J^TJ/P\\| / \\|H\\|$ = {float(c['residual_curvature']):.2g}; "
+        f"dim null(H) = {int(c['null_dim'])}; slowest relaxation {float(c['tau_slow']):.3g} steps"
     )
-    fig.suptitle(_title(c) + "\n" + extra, fontsize=7.5)
+    fig.suptitle(f"{_title(c)}\n{extra}\n{ERRORS}", fontsize=7.5)
     return fig
 
 
@@ -134,14 +149,16 @@ def ivfr(ds: xr.Dataset) -> plt.Figure:
         ax.errorbar(c["eig_sgd"].values, c["curv_sgd"].values, xerr=c["eig_sgd_se"].values,
                     yerr=c["curv_sgd_se"].values, fmt="o", color=color, mfc="none",
                     label=label, **SIM)  # fmt: skip
-        ax.plot(c["eig_exact"].values, c["curv_exact"].values, "-", color=color, lw=0.9)
-    ax.plot([], [], "-", color="0.3", lw=0.9, label="exact linearisation (Eq. 29), same cell")
+        ax.plot(c["eig_exact"].values, c["curv_exact"].values, "x-", color=color, lw=0.5, ms=3)
+    ax.plot([], [], "x-", color="0.3", lw=0.5, ms=3,
+            label="exact linearisation (Eq. 29), same cell, modes joined in order")  # fmt: skip
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel(r"variance $\mu_i$ (eigenvalue of the SGD covariance $M$)")
     ax.set_ylabel(r"curvature $v_i^T H v_i$")
     ax.legend(frameon=False, fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.14))
-    ax.set_title(f"IVFR (paper 000 Fig. 7a); {ERRORS}", fontsize=7.5)
+    ax.set_title(f"IVFR (paper 000 Fig. 7a); {ERRORS}{_flag_note(ds)}", fontsize=7.5,
+                 wrap=True)  # fmt: skip
     return fig
 
 
@@ -183,5 +200,6 @@ def trace_vs_lr(ds: xr.Dataset) -> plt.Figure:
     ax.set_ylabel(r"$\mathrm{tr}\,M / \lambda$")
     ax.legend(frameon=False, fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.14),
               ncols=2)  # fmt: skip
-    ax.set_title(f"trace of the stationary covariance; {ERRORS}", fontsize=7.5)
+    ax.set_title(f"trace of the stationary covariance; {ERRORS}{_flag_note(ds)}", fontsize=7.5,
+                 wrap=True)  # fmt: skip
     return fig
