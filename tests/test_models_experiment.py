@@ -100,7 +100,7 @@ def test_agreement_rows_and_figures_of_a_small_sweep() -> None:
     ds = merged({**ONE, "lr": [0.05, 0.1]})
     exp = experiments.get("one_hidden")
     rows = exp.agreement(ds, "t")
-    assert len(rows) == 2 * (4 + 3 + 1)
+    assert len(rows) == 2 * (5 + 4 + 1)
     assert all("lr=" in row.figure for row in rows)
     for name in ("spectra", "ivfr", "trace_vs_lr"):
         fig = exp.figures[name].plot(ds if name != "spectra" else ds.isel(cell=[0]))

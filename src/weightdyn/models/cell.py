@@ -22,9 +22,10 @@ Protocol (paper 000 App. A and the local protocol of the two-layer experiment, i
    point, with jackknife errors over the (replica, block) groups.
 6. **Theory** at the local point: the exact linearisation (drift = full Hessian, noise = the
    exact mini-batch covariance, Eq. 14 with App. C; Eq. 29), its detailed-balance form
-   (Eq. 33), the App. A reduction ``X -> J`` (Gauss-Newton drift, residual curvature dropped)
-   and the discrete-time recursion of the local quadratic model (exact only for a quadratic
-   loss).
+   (Eq. 33), the App. A reduction ``X -> J`` (Gauss-Newton drift, residual curvature dropped),
+   the discrete-time recursion of the local quadratic model with additive noise (exact only
+   for a quadratic loss) and with the mini-batch Hessian noise as well (exact for linear
+   models).
 
 A cell whose set-up fails a check (no minimum found, not underparameterised, ``lr`` beyond the
 local stability limit, a relaxation time too long for ``max_steps``, diverged replicas) returns
@@ -199,8 +200,11 @@ def _covariances(moments: FloatArray, k: int) -> FloatArray:
 
 
 def _ivfr(variance: FloatArray, curvature: FloatArray) -> tuple[float, float]:
-    """Spearman correlation and log-log slope of curvature against variance (Fig. 7a)."""
+    """Spearman correlation and log-log slope of curvature against variance (Fig. 7a); NaN
+    with fewer than 3 positive pairs."""
     ok = (variance > 0) & (curvature > 0)
+    if ok.sum() < 3:
+        return math.nan, math.nan
     rho = sps.spearmanr(variance[ok], curvature[ok]).statistic
     slope = np.polyfit(np.log(variance[ok]), np.log(curvature[ok]), 1)[0]
     return float(rho), float(slope)
@@ -231,7 +235,11 @@ def sgd_statistics(sample: Any, Qr: FloatArray, Hr: FloatArray) -> dict[str, Any
 
 def theory_spectra(M: FloatArray, Qr: FloatArray, Hr: FloatArray) -> dict[str, FloatArray]:
     """Sorted eigenvalues of a theory covariance on ``range(H)``, the curvature along its
-    eigenvectors and its trace (``M`` symmetrised first: Eq. 33 is not symmetric)."""
+    eigenvectors and its trace (``M`` symmetrised first: Eq. 33 is not symmetric); NaN if
+    ``M`` is (a recursion without a stationary state)."""
+    if not np.all(np.isfinite(M)):
+        nan = np.full(Qr.shape[1], np.nan)
+        return {"eig": nan, "curv": nan, "trace": math.nan}
     lam, V = np.linalg.eigh(Qr.T @ (0.5 * (M + M.T)) @ Qr)
     lam, V = lam[::-1], V[:, ::-1]
     return {"eig": lam, "curv": np.einsum("ik,ij,jk->k", V, Hr, V), "trace": lam.sum()}
@@ -244,7 +252,19 @@ THEORIES = {
     "jacobian": ("App. A: X -> J, Gauss-Newton drift (Eq. 29)", "Eqs. 79-81"),
     "detailed": ("detailed balance (Eq. 33)", "Eq. 33"),
     "discrete": ("discrete-time recursion of the local quadratic model", "issue 7"),
+    "minibatch": ("discrete-time recursion with the mini-batch Hessian noise", "issue 7, App. C"),
 }
+
+
+def _minibatch(model: Model, data: Data, theta: FloatArray, p: Mapping[str, Any]) -> FloatArray:
+    """:func:`~weightdyn.models.theory.minibatch_stationary_covariance`, NaN where its
+    recursion has no stationary state (beyond the second-moment stability limit)."""
+    try:
+        return theory.minibatch_stationary_covariance(
+            model, data.X, data.Y, theta, p["lr"], p["batch_size"], p["sampling"]
+        )
+    except ValueError:
+        return np.full((model.n_params, model.n_params), np.nan)
 
 
 def _theories(model: Model, data: Data, theta: FloatArray, p: Mapping[str, Any]) -> dict:
@@ -253,7 +273,7 @@ def _theories(model: Model, data: Data, theta: FloatArray, p: Mapping[str, Any])
     exact = theory.local_theory(*args, gtol=p["gtol"])
     gn = theory.local_theory(*args, drift="gauss_newton", gtol=p["gtol"])
     Ms = {"exact": exact.M, "jacobian": gn.M, "detailed": exact.M_detailed,
-          "discrete": exact.M_discrete}  # fmt: skip
+          "discrete": exact.M_discrete, "minibatch": _minibatch(model, data, theta, p)}  # fmt: skip
     return {"local": exact, "M": Ms, "gn": gn}
 
 

@@ -197,7 +197,7 @@ def _cell_rows(c: xr.Dataset, name: str) -> list[Agreement]:
                       c[f"eig_{t}"], se) for t in cell.THEORIES]  # fmt: skip
     rows += [agreement(f"{name}trace", f"tr M, SGD vs {cell.THEORIES[t][0]}",
                        cell.THEORIES[t][1], c["trace_sgd"], c[f"trace_{t}"], c["trace_sgd_se"])
-             for t in ("exact", "discrete", "jacobian")]  # fmt: skip
+             for t in ("exact", "discrete", "minibatch", "jacobian")]  # fmt: skip
     rows.append(agreement(f"{name}ivfr", "IVFR Spearman rho of curvature vs variance, SGD vs "
                           "the exact linearisation", "Fig. 7a", c["ivfr_spearman_sgd"],
                           c["ivfr_spearman_exact"], c["ivfr_spearman_sgd_se"]))  # fmt: skip

@@ -27,6 +27,7 @@ THEORY_LINES = {
     "jacobian": ("--", "C1", r"App. A: $X \to J$ (Gauss-Newton)"),
     "detailed": (":", "C2", "detailed balance (Eq. 33)"),
     "discrete": ("-.", "C3", "discrete-time recursion"),
+    "minibatch": ("-", "C4", "discrete, mini-batch Hessian noise"),
 }
 ERRORS = r"error bars $\pm$1 s.e. (jackknife over replica $\times$ time block)"
 
@@ -191,7 +192,7 @@ def trace_vs_lr(ds: xr.Dataset) -> plt.Figure:
 
         ax.errorbar(lr, col("trace_sgd"), yerr=col("trace_sgd_se"), fmt="o", color=color,
                     mfc="none", label=f"SGD {key}".strip(), **SIM)  # fmt: skip
-        for name in ("exact", "discrete", "jacobian"):
+        for name in ("exact", "discrete", "minibatch", "jacobian"):
             style, _, label = THEORY_LINES[name]
             ax.plot(lr, col(f"trace_{name}"), style, color=color, lw=1.0,
                     label=label if k == 0 else None)  # fmt: skip
