@@ -166,7 +166,9 @@ def simulate(
     if burn.diverged.any():
         raise CellFailed("diverged", f"{int(burn.diverged.sum())} of {R} replicas diverged")
     mean = start + burn.sum_d.sum(axis=(0, 1)) / burn.n_records.sum()
-    local = theory.find_minimum(model, data.X, data.Y, mean, gtol=params["gtol"], strict=False)
+    local = theory.newton_minimum(model, data.X, data.Y, mean, gtol=params["gtol"])
+    if not local.converged:  # Newton stalled (a flat basin): the full search from the mean
+        local = theory.find_minimum(model, data.X, data.Y, mean, params["gtol"], strict=False)
     if not local.converged:
         raise CellFailed("no_minimum", f"no local minimum: |grad L| = {local.grad_norm:.2e}")
     n_sample = _steps(tau, params["sample_tau"], thin * n_blocks, cap)

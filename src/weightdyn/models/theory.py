@@ -51,6 +51,7 @@ __all__ = [
     "jacobian_linearisation",
     "local_theory",
     "minibatch_stationary_covariance",
+    "newton_minimum",
     "noise_covariance",
     "sample_hessians",
     "stationary_covariance",
@@ -253,6 +254,22 @@ def find_minimum(
             f"iterations and {steps} Newton steps is above gtol = {gtol:.3e}"
         )
     return res
+
+
+def newton_minimum(
+    model: Model, X: ArrayLike, Y: ArrayLike, theta0: ArrayLike, gtol: float = 1e-10,
+    max_steps: int = 50,
+) -> MinimumResult:  # fmt: skip
+    """The minimum of the basin ``theta0`` lies in, by saddle-free Newton steps only (each
+    accepted if it lowers ``|grad L|``; flat directions left alone): unlike
+    :func:`find_minimum` it cannot wander to a distant minimum (a relabelled copy of the same
+    network or saturated units), so it gives the point a cloud of SGD replicas sits at."""
+    start = time.perf_counter()
+    X, theta, Y = model.check_inputs(X, theta0, Y)
+    theta, g, steps = _newton(model, X, Y, theta, gtol, max_steps)
+    gn = float(np.linalg.norm(g))
+    return MinimumResult(theta, gn, model.loss(X, Y, theta), 0, steps,
+                         time.perf_counter() - start, gn <= gtol)  # fmt: skip
 
 
 # ---------------------------------------------------------------------- noise
