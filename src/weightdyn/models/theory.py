@@ -412,7 +412,7 @@ def minibatch_stationary_covariance(
     pair = w[:, None] + w[None, :] - lr * np.outer(w, w)
     M = lr * Cr / pair
     for _ in range(max_iter):
-        K = np.einsum("pij,jk,pkl->il", hq, M, hq) / X.shape[0] - np.outer(w, w) * M
+        K = (hq @ M @ hq).mean(axis=0) - np.outer(w, w) * M
         M_new = lr * (Cr + c * K) / pair
         change = np.linalg.norm(M_new - M) / np.linalg.norm(M_new)
         M = 0.5 * (M_new + M_new.T)
