@@ -276,7 +276,7 @@ def _theories(model: Model, data: Data, theta: FloatArray, p: Mapping[str, Any])
     gn = theory.local_theory(*args, drift="gauss_newton", gtol=p["gtol"])
     Ms = {"exact": exact.M, "jacobian": gn.M, "detailed": exact.M_detailed,
           "discrete": exact.M_discrete, "minibatch": _minibatch(model, data, theta, p)}  # fmt: skip
-    return {"local": exact, "M": Ms, "gn": gn}
+    return {"local": exact, "M": Ms, "gn": gn, "local_lr": float(p["lr"])}
 
 
 def cell_dataset(
@@ -359,8 +359,10 @@ def _scalars(model, data, start, th, sample, theta_loc, info, tau, tau_fast, thi
                         "1"),
         "commutator": (norm(H @ C - C @ H) / (norm(H) * norm(C)), "||[H, C]|| / (||H|| ||C||)",
                        "1"),
-        "tau_slow": (tau, "slowest relaxation time 1 / (lr omega_min), in steps", "1"),
+        "tau_slow": (tau, "slowest relaxation time 1 / (lr omega_min) at theta*, in steps", "1"),
         "tau_fast": (tau_fast, "fastest relaxation time 1 / (lr omega_max), in steps", "1"),
+        "tau_slow_local": (relaxation_steps(H, th["local_lr"])[0], "slowest relaxation time "
+                           "at the local point, in steps", "1"),
         "lr_omega_max": (1.0 / tau_fast, "lr * max eig(H) (stability needs < 2)", "1"),
         "thin": (thin, "steps between records", "1"),
         "sample_steps": (int(sample.n_records.max()) * thin * sample.n_records.shape[1],
