@@ -113,10 +113,11 @@ def spectra(ds: xr.Dataset) -> plt.Figure:
     for ax in (left, right):
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     right.axhline(0.0, color="0.6", lw=0.6)
-    right.set_ylim(-1.0, 1.0)
+    devs = [np.abs(c[f"eig_{t}"].values / sgd - 1) for t in THEORY_LINES] + [se / sgd]
+    right.set_ylim(-(lim := min(1.0, 1.1 * float(np.nanmax(np.concatenate(devs))))), lim)
     right.set_xlabel("mode index $i$ (descending)")
-    right.set_ylabel(r"$\mu_i^{\rm theory} / \mu_i^{\rm SGD} - 1$ (clipped to $\pm 1$)")
-    right.legend(frameon=False, fontsize=6.5, loc="upper left")
+    right.set_ylabel(r"$\mu_i^{\rm theory} / \mu_i^{\rm SGD} - 1$ (clipped at $\pm 1$)")
+    right.set_title(r"band: SGD $\pm$1 s.e.", fontsize=7)
     extra = (
         f"tr M: SGD {float(c['trace_sgd']):.4g} $\\pm$ {float(c['trace_sgd_se']):.2g}, exact "
         f"{float(c['trace_exact']):.4g}, discrete {float(c['trace_discrete']):.4g}; residual "
