@@ -14,7 +14,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 import xarray as xr
-from matplotlib.ticker import MaxNLocator
+from matplotlib.ticker import MaxNLocator, NullFormatter
 
 from weightdyn.models.experiment import AXES, cell_text, cells_of, flagged_cells
 from weightdyn.plots.common import styled
@@ -156,6 +156,7 @@ def ivfr(ds: xr.Dataset) -> plt.Figure:
             label="exact linearisation (Eq. 29), same cell, modes joined in order")  # fmt: skip
     ax.set_xscale("log")
     ax.set_yscale("log")
+    ax.xaxis.set_minor_formatter(NullFormatter())  # crowded labels within one decade
     ax.set_xlabel(r"variance $\mu_i$ (eigenvalue of the SGD covariance $M$)")
     ax.set_ylabel(r"curvature $v_i^T H v_i$")
     ax.legend(frameon=False, fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.14))
