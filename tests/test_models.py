@@ -333,3 +333,19 @@ def test_bad_inputs_raise_clear_errors(tanh_minimum) -> None:
         mt.local_theory(model, X, Y, res.theta, 0.05, 10, drift="newton")
     with pytest.raises(RuntimeError, match="above gtol"):
         mt.find_minimum(model, X, Y, res.theta + 0.1, max_iter=2, max_trust=1, max_newton=0)
+
+
+@pytest.mark.parametrize("sampling", ["with", "without"])
+def test_minibatch_recursion_is_the_single_layer_discrete_covariance(sampling: str) -> None:
+    rng = np.random.default_rng(4)
+    P, N = 40, 10
+    X = rng.standard_normal((P, N))
+    y = X @ rng.standard_normal(N) + 0.5 * rng.standard_normal(P)
+    w_star = np.linalg.lstsq(X, y, rcond=None)[0]
+    M = mt.minibatch_stationary_covariance(Linear(N), X, y, w_star, 0.05, 5, sampling)
+    exact = sl.discrete_stationary_covariance(X, y, 0.05, 5, sampling).M
+    report(f"mini-batch recursion vs single-layer discrete ({sampling})", rel(M, exact))
+    assert rel(M, exact) < 1e-10
+    H = Linear(N).hessian(X, y, w_star)
+    h = mt.sample_hessians(Linear(N), X, y, w_star)
+    np.testing.assert_allclose(h.mean(axis=0), H, rtol=0, atol=1e-14)

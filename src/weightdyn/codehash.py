@@ -3,9 +3,9 @@
 Snakemake reruns a rule when its own script changes, not when the package code it imports changes.
 Every compute rule therefore carries ``code=code_hash(part)`` in its params: the SHA-256 of the
 source files in the import closure of one part of the package (``single_layer``, ``two_layer``,
-``mean_field``), so an edit reruns exactly the rules whose results it can change. Plotting code
-(``weightdyn.plots``) is left out of the compute closures, so that a figure change never triggers a
-simulation; the figure rules carry ``code_hash("plots")`` instead.
+``mean_field``, ``models``), so an edit reruns exactly the rules whose results it can change.
+Plotting code (``weightdyn.plots``) is left out of the compute closures, so that a figure change
+never triggers a simulation; the figure rules carry ``code_hash("plots")`` instead.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import importlib.util
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent
-PARTS = ("single_layer", "two_layer", "mean_field", "plots")
+PARTS = ("single_layer", "two_layer", "mean_field", "models", "plots")
 
 
 def _module_file(module: str, root: Path) -> Path | None:

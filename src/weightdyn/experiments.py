@@ -192,7 +192,7 @@ class Experiment:
     """
 
     name: str
-    family: str  # code_hash part: single_layer, two_layer or mean_field
+    family: str  # package part: single_layer, two_layer, mean_field or models
     title: str
     source: str  # paper and equations, e.g. "paper 000 Eqs. 10-11, 30"
     params: tuple[Param, ...]
@@ -255,6 +255,9 @@ REGISTRY: dict[str, str] = {
     "gbm": "weightdyn.single_layer.dynamics_experiments",
     # paper 000, Sec. III: two-layer linear network
     "two_layer": "weightdyn.two_layer.experiment",
+    # beyond paper 000 (App. A): deep linear and one-hidden-layer networks (issue 14)
+    "deep_linear": "weightdyn.models.experiment",
+    "one_hidden": "weightdyn.models.experiment",
     # paper 002: mean-field dynamics of wide shallow networks
     "mf_width": "weightdyn.mean_field.registry",
     "mf_pde": "weightdyn.mean_field.registry",

@@ -118,6 +118,22 @@ class Model(ABC):
         R = self.output(X, theta) - Y
         return self.jacobian(X, theta).T @ R.ravel() / X.shape[0]
 
+    def replica_gradients(self, Xb: ArrayLike, Yb: ArrayLike, Theta: ArrayLike) -> FloatArray:
+        """Mini-batch gradients ``(1/S) sum_s g^{mu_s}`` of ``R`` parameter vectors, each on its
+        own batch (the gradient of Eq. 10 at every replica): ``Xb`` (R, S, N_i), ``Yb``
+        (R, S, N_o), ``Theta`` (R, n) -> (R, n).
+
+        This default loops over the replicas with :meth:`per_sample_gradients`; the built-in
+        models override it with one array operation over the replicas.
+        """
+        Xb, Yb, Theta = (np.asarray(a, dtype=float) for a in (Xb, Yb, Theta))
+        return np.stack(
+            [
+                self.per_sample_gradients(x, y, t).mean(axis=0)
+                for x, y, t in zip(Xb, Yb, Theta, strict=True)
+            ]
+        )
+
     def gauss_newton(self, X: ArrayLike, theta: ArrayLike) -> FloatArray:
         """Gauss-Newton part ``J^T J / P`` of the Hessian (the drift of Eqs. 79-81)."""
         X, theta, _ = self.check_inputs(X, theta)

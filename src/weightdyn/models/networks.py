@@ -33,6 +33,21 @@ def _vec_block(T: FloatArray, P: int, n_out: int) -> FloatArray:
     return T.reshape(P, n_out, -1)
 
 
+def _unvec(block: FloatArray, rows: int, cols: int) -> FloatArray:
+    """``(R, rows * cols)`` column-major vecs -> ``(R, rows, cols)`` matrices."""
+    return block.reshape(block.shape[0], cols, rows).transpose(0, 2, 1)
+
+
+def _vec(A: FloatArray) -> FloatArray:
+    """``(R, rows, cols)`` matrices -> ``(R, rows * cols)`` column-major vecs."""
+    return A.transpose(0, 2, 1).reshape(A.shape[0], -1)
+
+
+def _with_ones(A: FloatArray) -> FloatArray:
+    """Append a column of ones along the last axis (the bias input)."""
+    return np.concatenate([A, np.ones((*A.shape[:-1], 1))], axis=-1)
+
+
 class Linear(Model):
     """Single-layer linear network ``f(x) = W x`` (Sec. II; ``N_o = 1`` is ``y = w^T x``).
 
@@ -137,6 +152,25 @@ class DeepLinear(Model):
             blocks.append(_vec_block(np.einsum("ka,pb->pkba", A, hs[l]), P, self.n_out))
         return np.concatenate(blocks, axis=2).reshape(P * self.n_out, self.n_params)
 
+    def replica_gradients(self, Xb: ArrayLike, Yb: ArrayLike, Theta: ArrayLike) -> FloatArray:
+        """Backpropagation for all replicas at once: ``delta_L = f - y``,
+        ``dL/dW_l = <delta_l h_{l-1}^T>_batch``, ``delta_{l-1} = W_l^T delta_l``."""
+        Xb, Yb, Theta = (np.asarray(a, dtype=float) for a in (Xb, Yb, Theta))
+        R, S = Xb.shape[:2]
+        Ws = [
+            _unvec(Theta[:, self.offsets[i] : self.offsets[i + 1]], *shape)
+            for i, shape in enumerate(self.shapes)
+        ]
+        hs = [Xb]
+        for W in Ws:
+            hs.append(np.einsum("rsb,rab->rsa", hs[-1], W))
+        delta = hs[-1] - Yb.reshape(R, S, self.n_out)
+        grads = []
+        for l in reversed(range(self.depth)):  # noqa: E741
+            grads.append(_vec(np.einsum("rsa,rsb->rab", delta, hs[l]) / S))
+            delta = np.einsum("rsa,rab->rsb", delta, Ws[l])
+        return np.concatenate(grads[::-1], axis=1)
+
     def output_hessian_contract(self, X: ArrayLike, theta: ArrayLike, R: ArrayLike) -> FloatArray:
         """Only cross-layer blocks: ``d^2 f_k / dW_m[c, d] dW_l[a, b] = A_m[k, c] B[d, a] h_b``.
 
@@ -225,7 +259,7 @@ class OneHidden(Model):
         return np.concatenate([W1.ravel(order="F"), W2.ravel(order="F")])
 
     def _augment(self, A: FloatArray) -> FloatArray:
-        return np.hstack([A, np.ones((A.shape[0], 1))]) if self.bias else A
+        return _with_ones(A) if self.bias else A
 
     def _forward(self, X: FloatArray, theta: FloatArray) -> tuple[FloatArray, ...]:
         """``(X~, phi(Z)~, phi'(Z), phi''(Z), W2)`` with ``Z = X~ W1~^T``."""
@@ -248,6 +282,23 @@ class OneHidden(Model):
         J2 = np.einsum("pg,kl->pkgl", at, np.eye(self.n_out))
         J = np.concatenate([_vec_block(J1, P, self.n_out), _vec_block(J2, P, self.n_out)], axis=2)
         return J.reshape(P * self.n_out, self.n_params)
+
+    def replica_gradients(self, Xb: ArrayLike, Yb: ArrayLike, Theta: ArrayLike) -> FloatArray:
+        """Backpropagation for all replicas at once: ``r = f - y``, ``dL/dW2~ = <r a~^T>``,
+        ``delta = phi'(z) * (W2^T r)``, ``dL/dW1~ = <delta x~^T>`` (batch means)."""
+        Xb, Yb, Theta = (np.asarray(a, dtype=float) for a in (Xb, Yb, Theta))
+        R, S = Xb.shape[:2]
+        nh, b = self.n_hidden, int(self.bias)
+        W1 = _unvec(Theta[:, : self.n1], nh, self.n_in + b)
+        W2 = _unvec(Theta[:, self.n1 :], self.n_out, nh + b)
+        Xt = self._augment(Xb)
+        a, d1, _ = self._phi(np.einsum("rsi,rhi->rsh", Xt, W1))
+        at = self._augment(a)
+        res = np.einsum("rsh,rkh->rsk", at, W2) - Yb.reshape(R, S, self.n_out)
+        delta = np.einsum("rsk,rkh->rsh", res, W2[:, :, :nh]) * d1
+        G1 = np.einsum("rsh,rsi->rhi", delta, Xt) / S
+        G2 = np.einsum("rsk,rsh->rkh", res, at) / S
+        return np.concatenate([_vec(G1), _vec(G2)], axis=1)
 
     def output_hessian_contract(self, X: ArrayLike, theta: ArrayLike, R: ArrayLike) -> FloatArray:
         """Blocks ``(W1~, W1~)``: ``(R W2)_h phi''(z_h) x~_i x~_j delta_hh'``; ``(W1~, W2~)``:

@@ -50,7 +50,10 @@ __all__ = [
     "hessian_range",
     "jacobian_linearisation",
     "local_theory",
+    "minibatch_stationary_covariance",
+    "newton_minimum",
     "noise_covariance",
+    "sample_hessians",
     "stationary_covariance",
 ]
 
@@ -253,6 +256,22 @@ def find_minimum(
     return res
 
 
+def newton_minimum(
+    model: Model, X: ArrayLike, Y: ArrayLike, theta0: ArrayLike, gtol: float = 1e-10,
+    max_steps: int = 50,
+) -> MinimumResult:  # fmt: skip
+    """The minimum of the basin ``theta0`` lies in, by saddle-free Newton steps only (each
+    accepted if it lowers ``|grad L|``; flat directions left alone): unlike
+    :func:`find_minimum` it cannot wander to a distant minimum (a relabelled copy of the same
+    network or saturated units), so it gives the point a cloud of SGD replicas sits at."""
+    start = time.perf_counter()
+    X, theta, Y = model.check_inputs(X, theta0, Y)
+    theta, g, steps = _newton(model, X, Y, theta, gtol, max_steps)
+    gn = float(np.linalg.norm(g))
+    return MinimumResult(theta, gn, model.loss(X, Y, theta), 0, steps,
+                         time.perf_counter() - start, gn <= gtol)  # fmt: skip
+
+
 # ---------------------------------------------------------------------- noise
 
 
@@ -338,6 +357,71 @@ def discrete_stationary_covariance(
     w = info.omega
     Mr = lr * Cr / (w[:, None] + w[None, :] - lr * np.outer(w, w))
     return _embed(info, 0.5 * (Mr + Mr.T))
+
+
+def sample_hessians(model: Model, X: ArrayLike, Y: ArrayLike, theta: ArrayLike) -> FloatArray:
+    """Per-sample Hessians ``h^mu`` of ``l^mu = |f(x^mu) - y^mu|^2 / 2``, shape ``(P, n, n)``:
+    ``J_mu^T J_mu + sum_k r^mu_k d^2 f_k(x^mu) / d theta^2``; their mean is the Hessian."""
+    X, theta, Y = model.check_inputs(X, theta, Y)
+    P, n = X.shape[0], model.n_params
+    J = model.jacobian(X, theta).reshape(P, model.n_out, n)
+    R = model.output(X, theta) - Y
+    h = np.einsum("pka,pkb->pab", J, J)
+    for mu in range(P):
+        Hr = model.output_hessian_contract(X[mu : mu + 1], theta, R[mu : mu + 1])
+        h[mu] += 0.5 * (Hr + Hr.T)
+    return h
+
+
+def minibatch_stationary_covariance(
+    model: Model,
+    X: ArrayLike,
+    Y: ArrayLike,
+    theta: ArrayLike,
+    lr: float,
+    batch_size: int,
+    sampling: Sampling = "with",
+    *,
+    tol: float = 1e-10,
+    max_iter: int = 500,
+    rtol: float | None = None,
+    atol: float | None = None,
+) -> FloatArray:
+    """Stationary covariance of discrete-time SGD when every per-sample loss is quadratic about
+    ``theta`` (``l^mu = l^mu_* + g^mu d + d h^mu d / 2``), with the mini-batch Hessian noise.
+
+    One step is ``d' = (1 - lr H_B) d - lr g_B`` with the batch independent of ``d``, so
+    (as :func:`weightdyn.single_layer.theory.discrete_stationary_covariance`, issue 7)::
+
+        M = (1 - lr H) M (1 - lr H) + lr^2 c [(1/P) sum_mu h^mu M h^mu - H M H] + lr^2 C,
+
+    ``c`` the App. C prefactor, ``C`` the noise of Eq. 14. Exact for linear models (it then is
+    the single-layer formula); for a nonlinear network it keeps the curvature fluctuation
+    across samples but drops third and higher derivatives of the loss. Solved on ``range(H)``
+    by iterating ``M <- L0^-1 (lr C + lr c K(M))`` with ``L0(M) = H M + M H - lr H M H``
+    (diagonal in the eigenbasis of ``H``); ``ValueError`` if that does not converge to ``tol``
+    in ``max_iter`` steps (beyond the second-moment stability limit).
+    """
+    X, theta, Y = model.check_inputs(X, theta, Y)
+    H = model.hessian(X, Y, theta)
+    check_learning_rate(H, lr)
+    info, _, Cr = _on_range(H, noise_covariance(model, X, Y, theta, batch_size, sampling),
+                            rtol, atol)  # fmt: skip
+    hq = np.einsum("ai,pab,bj->pij", info.Q, sample_hessians(model, X, Y, theta), info.Q)
+    w, c = info.omega, sl.noise_prefactor(X.shape[0], batch_size, sampling)
+    pair = w[:, None] + w[None, :] - lr * np.outer(w, w)
+    M = lr * Cr / pair
+    for _ in range(max_iter):
+        K = (hq @ M @ hq).mean(axis=0) - np.outer(w, w) * M
+        M_new = lr * (Cr + c * K) / pair
+        change = np.linalg.norm(M_new - M) / np.linalg.norm(M_new)
+        M = 0.5 * (M_new + M_new.T)
+        if change <= tol:
+            return _embed(info, M)
+    raise ValueError(
+        f"the mini-batch second-moment recursion did not converge in {max_iter} steps "
+        f"(last relative change {change:.2e}): lr = {lr} is near or beyond its stability limit"
+    )
 
 
 # ------------------------------------------------- App. A: Jacobian linearisation

@@ -1,0 +1,419 @@
+"""One cell of a model experiment: data, minimum, SGD about it, and the local theory there.
+
+Protocol (paper 000 App. A and the local protocol of the two-layer experiment, issue 4):
+
+1. **Data**: inputs ``x ~ N(0, 1_{N_i})`` (rows of ``X``, shape ``(P, N_i)``); labels from a
+   teacher (a random linear map, or for the one-hidden-layer experiment a random network of
+   the same architecture) plus label noise of variance ``noise`` (Eq. 1 with the teacher
+   replaced by a network).
+2. **Minimum** ``theta*``: full-batch optimisation (:func:`~weightdyn.models.theory.find_minimum`)
+   from a random initialisation of scale ``init_scale`` (the gradient-flow end point), or from
+   the teacher's weights (``start = teacher``).
+3. **Stationarity**: R SGD replicas (Eqs. 10-11) start at ``theta*`` (``init = minimum``) or at
+   the random initialisation itself (``init = random``) and run ``burn_tau`` slowest relaxation
+   times ``tau = 1 / (lr omega_min)`` (steps; ``omega_min`` the smallest non-zero Hessian
+   eigenvalue at ``theta*``).
+4. **Local point**: the minimum nearest the replicas' mean at the end of the burn-in
+   (Newton on the range of ``H``). For an isolated minimum it is ``theta*``; for a deep linear
+   network SGD has moved along the manifold of minima (the ``GL(N_l)`` symmetry) and the theory
+   is evaluated where SGD sits.
+5. **Sampling**: ``sample_tau`` relaxation times more, split into ``n_blocks`` time blocks per
+   replica; the covariance about the sampled mean, projected onto ``range(H)`` at the local
+   point, with jackknife errors over the (replica, block) groups.
+6. **Theory** at the local point: the exact linearisation (drift = full Hessian, noise = the
+   exact mini-batch covariance, Eq. 14 with App. C; Eq. 29), its detailed-balance form
+   (Eq. 33), the App. A reduction ``X -> J`` (Gauss-Newton drift, residual curvature dropped),
+   the discrete-time recursion of the local quadratic model with additive noise (exact only
+   for a quadratic loss) and with the mini-batch Hessian noise as well (exact for linear
+   models).
+
+A cell whose set-up fails a check (no minimum found, not underparameterised, ``lr`` beyond the
+local stability limit, a relaxation time too long for ``max_steps``, diverged replicas) returns
+a flagged dataset (``status`` names the reason, NaN elsewhere) instead of stopping the sweep.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import xarray as xr
+from scipy import stats as sps
+
+from weightdyn import seeds
+from weightdyn.io import attrs
+from weightdyn.models import theory
+from weightdyn.models.base import FloatArray, Model
+from weightdyn.models.simulate import run_sgd
+from weightdyn.stats import jackknife_of_mean
+
+Progress = Callable[[str], None]
+
+#: outcome of a cell's checks (``status`` of the dataset); 0 is a complete cell
+STATUS = ("ok", "no_minimum", "not_underparameterised", "lr_unstable", "diverged", "too_slow")
+
+
+class CellFailed(Exception):
+    """A check of the protocol failed; ``status`` is one of :data:`STATUS`."""
+
+    def __init__(self, status: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class Data:
+    """Training set: ``X`` (P, N_i), ``Y`` (P, N_o), and the teacher's parameters."""
+
+    X: FloatArray
+    Y: FloatArray
+    theta_teacher: FloatArray
+
+
+def teacher_data(
+    model: Model, teacher: Model, params: Mapping[str, Any], teacher_scale: float
+) -> Data:
+    """Gaussian inputs, labels ``teacher(x) + eps`` with ``eps ~ N(0, noise)`` (step 1)."""
+    rng = seeds.generator("models/data", _data_keys(params))
+    X = rng.standard_normal((int(params["P"]), model.n_in))
+    theta_t = teacher.random_theta(rng, teacher_scale)
+    Y = teacher.output(X, theta_t)
+    Y = Y + math.sqrt(float(params["noise"])) * rng.standard_normal(Y.shape)
+    return Data(X, Y, theta_t)
+
+
+def _data_keys(params: Mapping[str, Any]) -> dict[str, Any]:
+    keys = ("N_i", "N_o", "P", "noise", "teacher", "data_seed", "activation", "width")
+    return {k: params[k] for k in keys if k in params}
+
+
+def _init_keys(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The data's keys and the architecture: ``theta*`` is shared by cells that differ only
+    in ``lr``, ``batch_size``, ``sampling`` or ``init``."""
+    return {**_data_keys(params), **{k: params[k] for k in ("depth", "init_scale", "start")
+                                     if k in params}}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Minimum:
+    """Step 2: the random start ``theta0`` and the minimum ``theta*`` reached from it."""
+
+    theta0: FloatArray
+    result: theory.MinimumResult
+
+
+def minimum(model: Model, data: Data, params: Mapping[str, Any], progress: Progress) -> Minimum:
+    """Step 2, with the checks of underparameterisation (the rank of the Jacobian at the start,
+    before any optimisation) and of a minimum."""
+    rng = seeds.generator("models/init", _init_keys(params))
+    theta0 = model.random_theta(rng, float(params["init_scale"]))
+    if params.get("start") == "teacher":
+        theta0 = data.theta_teacher.copy()
+    try:
+        theory.check_underparameterised(model, data.X, theta0)
+    except ValueError as err:
+        raise CellFailed("not_underparameterised", str(err)) from None
+    res = theory.find_minimum(model, data.X, data.Y, theta0, gtol=params["gtol"], strict=False)
+    progress(
+        f"minimum: |grad L| = {res.grad_norm:.2e}, L = {res.loss:.6g} after {res.iterations} "
+        f"iterations + {res.newton_steps} Newton steps ({res.seconds:.1f} s)"
+    )
+    if not res.converged:
+        raise CellFailed(
+            "no_minimum", f"no minimum: |grad L| = {res.grad_norm:.2e} > gtol = {params['gtol']}"
+        )
+    return Minimum(theta0, res)
+
+
+def relaxation_steps(H: FloatArray, lr: float) -> tuple[float, float]:
+    """``(tau_slow, tau_fast)`` in steps, ``1 / (lr omega)`` for the extreme non-zero Hessian
+    eigenvalues (Eq. 27's relaxation rates of the linearised dynamics)."""
+    info = theory.hessian_range(H)
+    omega = info.omega[info.omega > 0]
+    return 1.0 / (lr * omega.min()), 1.0 / (lr * omega.max())
+
+
+def _steps(tau: float, n_tau: float, unit: int, cap: int) -> int:
+    """``n_tau * tau`` steps rounded up to a multiple of ``unit``, at most ``cap``."""
+    n = min(math.ceil(n_tau * tau), cap)
+    return max(unit, math.ceil(n / unit) * unit)
+
+
+def simulate(
+    model: Model, data: Data, start: FloatArray, tau: float, params: Mapping[str, Any],
+    progress: Progress,
+) -> tuple[Any, Any, FloatArray, int]:  # fmt: skip
+    """Steps 3-5: burn-in from ``start``, the local point, sampling; returns the burn-in and
+    sampling results, the local point and the thinning."""
+    R, n_blocks = int(params["replicas"]), int(params["n_blocks"])
+    thin = max(1, int(tau / params["records_per_tau"]))
+    cap = int(params["max_steps"])
+    rng = seeds.generator("models/sgd", params)
+    common = dict(
+        lr=params["lr"], batch_size=params["batch_size"], sampling=params["sampling"],
+        rng=rng, progress=progress,
+    )  # fmt: skip
+    n_burn = _steps(tau, params["burn_tau"], thin, cap)
+    progress(f"burn-in: {n_burn} steps x {R} replicas (tau = {tau:.4g} steps, thin {thin})")
+    burn = run_sgd(
+        model, data.X, data.Y, np.tile(start, (R, 1)), n_steps=n_burn, thin=thin, n_blocks=1,
+        theta_ref=start, **common,
+    )  # fmt: skip
+    if burn.diverged.any():
+        raise CellFailed("diverged", f"{int(burn.diverged.sum())} of {R} replicas diverged")
+    mean = start + burn.sum_d.sum(axis=(0, 1)) / burn.n_records.sum()
+    local = theory.newton_minimum(model, data.X, data.Y, mean, gtol=params["gtol"])
+    if not local.converged:  # Newton stalled (a flat basin): the full search from the mean
+        local = theory.find_minimum(model, data.X, data.Y, mean, params["gtol"], strict=False)
+    if not local.converged:
+        raise CellFailed("no_minimum", f"no local minimum: |grad L| = {local.grad_norm:.2e}")
+    n_sample = _steps(tau, params["sample_tau"], thin * n_blocks, cap)
+    progress(f"sampling: {n_sample} steps x {R} replicas in {n_blocks} blocks")
+    sample = run_sgd(
+        model, data.X, data.Y, burn.final, n_steps=n_sample, thin=thin, n_blocks=n_blocks,
+        theta_ref=local.theta, **common,
+    )  # fmt: skip
+    if sample.diverged.any():
+        raise CellFailed("diverged", f"{int(sample.diverged.sum())} of {R} replicas diverged")
+    return burn, sample, local.theta, thin
+
+
+# ------------------------------------------------------------------ estimators
+
+
+def _group_moments(sample: Any) -> FloatArray:
+    """Per-(replica, block) means of ``d`` and ``d d^T`` as one flat vector per group."""
+    n = sample.n_records.reshape(-1).astype(float)
+    R, B, k = sample.sum_d.shape
+    m1 = sample.sum_d.reshape(R * B, k) / n[:, None]
+    m2 = sample.sum_dd.reshape(R * B, k * k) / n[:, None]
+    return np.hstack([m1, m2])
+
+
+def _covariances(moments: FloatArray, k: int) -> FloatArray:
+    """Covariances about the pooled mean from stacked group-mean vectors (m, k + k^2)."""
+    m1, m2 = moments[:, :k], moments[:, k:].reshape(-1, k, k)
+    cov = m2 - m1[:, :, None] * m1[:, None, :]
+    return 0.5 * (cov + np.swapaxes(cov, 1, 2))
+
+
+def _ivfr(variance: FloatArray, curvature: FloatArray) -> tuple[float, float]:
+    """Spearman correlation and log-log slope of curvature against variance (Fig. 7a); NaN
+    with fewer than 3 positive pairs."""
+    ok = (variance > 0) & (curvature > 0)
+    if ok.sum() < 3:
+        return math.nan, math.nan
+    rho = sps.spearmanr(variance[ok], curvature[ok]).statistic
+    slope = np.polyfit(np.log(variance[ok]), np.log(curvature[ok]), 1)[0]
+    return float(rho), float(slope)
+
+
+def sgd_statistics(sample: Any, Qr: FloatArray, Hr: FloatArray) -> dict[str, Any]:
+    """Eigenvalues of the SGD covariance on ``range(H)`` (``Qr`` its basis), its trace, and the
+    IVFR (curvature ``v^T H v`` along its eigenvectors ``v``), each with a jackknife error."""
+    k, r = Qr.shape
+
+    def estimates(means: FloatArray) -> FloatArray:
+        out = []
+        for cov in _covariances(means, k):
+            lam, V = np.linalg.eigh(Qr.T @ cov @ Qr)
+            lam, V = lam[::-1], V[:, ::-1]
+            curv = np.einsum("ik,ij,jk->k", V, Hr, V)
+            rho, slope = _ivfr(lam, curv)
+            out.append(np.concatenate([lam, curv, [lam.sum(), rho, slope]]))
+        return np.array(out)
+
+    est, se = jackknife_of_mean(estimates, _group_moments(sample))
+    parts = {"eig": slice(0, r), "curv": slice(r, 2 * r)}
+    result = {name: (est[s], se[s]) for name, s in parts.items()}
+    for j, name in enumerate(("trace", "ivfr_spearman", "ivfr_slope")):
+        result[name] = (est[2 * r + j], se[2 * r + j])
+    return result
+
+
+def theory_spectra(M: FloatArray, Qr: FloatArray, Hr: FloatArray) -> dict[str, FloatArray]:
+    """Sorted eigenvalues of a theory covariance on ``range(H)``, the curvature along its
+    eigenvectors and its trace (``M`` symmetrised first: Eq. 33 is not symmetric); NaN if
+    ``M`` is (a recursion without a stationary state)."""
+    if not np.all(np.isfinite(M)):
+        nan = np.full(Qr.shape[1], np.nan)
+        return {"eig": nan, "curv": nan, "trace": math.nan}
+    lam, V = np.linalg.eigh(Qr.T @ (0.5 * (M + M.T)) @ Qr)
+    lam, V = lam[::-1], V[:, ::-1]
+    return {"eig": lam, "curv": np.einsum("ik,ij,jk->k", V, Hr, V), "trace": lam.sum()}
+
+
+# --------------------------------------------------------------------- dataset
+
+THEORIES = {
+    "exact": ("exact linearisation: full Hessian, exact noise (Eq. 29)", "Eqs. 14, 29"),
+    "jacobian": ("App. A: X -> J, Gauss-Newton drift (Eq. 29)", "Eqs. 79-81"),
+    "detailed": ("detailed balance (Eq. 33)", "Eq. 33"),
+    "discrete": ("discrete-time recursion of the local quadratic model", "issue 7"),
+    "minibatch": ("discrete-time recursion with the mini-batch Hessian noise", "issue 7, App. C"),
+}
+
+
+def _minibatch(model: Model, data: Data, theta: FloatArray, p: Mapping[str, Any]) -> FloatArray:
+    """:func:`~weightdyn.models.theory.minibatch_stationary_covariance`, NaN where its
+    recursion has no stationary state (beyond the second-moment stability limit)."""
+    try:
+        return theory.minibatch_stationary_covariance(
+            model, data.X, data.Y, theta, p["lr"], p["batch_size"], p["sampling"]
+        )
+    except ValueError:
+        return np.full((model.n_params, model.n_params), np.nan)
+
+
+def _theories(model: Model, data: Data, theta: FloatArray, p: Mapping[str, Any]) -> dict:
+    """Step 6: the covariances of :data:`THEORIES` and the local theory at ``theta``."""
+    args = (model, data.X, data.Y, theta, p["lr"], p["batch_size"], p["sampling"])
+    exact = theory.local_theory(*args, gtol=p["gtol"])
+    gn = theory.local_theory(*args, drift="gauss_newton", gtol=p["gtol"])
+    Ms = {"exact": exact.M, "jacobian": gn.M, "detailed": exact.M_detailed,
+          "discrete": exact.M_discrete, "minibatch": _minibatch(model, data, theta, p)}  # fmt: skip
+    return {"local": exact, "M": Ms, "gn": gn, "local_lr": float(p["lr"])}
+
+
+def cell_dataset(
+    model: Model, data: Data, start: Minimum, params: Mapping[str, Any], progress: Progress
+) -> xr.Dataset:
+    """Steps 3-6 of a cell whose minimum passed its checks, as one dataset."""
+    theta_star = start.result.theta
+    H_star = model.hessian(data.X, data.Y, theta_star)
+    try:
+        theory.check_learning_rate(H_star, params["lr"])
+    except ValueError as err:
+        raise CellFailed("lr_unstable", str(err)) from None
+    tau, tau_fast = relaxation_steps(H_star, params["lr"])
+    n_tau = max(params["burn_tau"], params["sample_tau"])
+    if n_tau * tau > params["max_steps"]:
+        raise CellFailed(
+            "too_slow",
+            f"slowest relaxation time {tau:.3g} steps: {n_tau:g} of them exceed max_steps = "
+            f"{params['max_steps']} (a flat direction at theta*; null(H) dimension "
+            f"{theory.hessian_range(H_star).null_dim})",
+        )
+    begin = start.theta0 if params["init"] == "random" else theta_star
+    _, sample, theta_loc, thin = simulate(model, data, begin, tau, params, progress)
+    th = _theories(model, data, theta_loc, params)
+    info = theory.hessian_range(th["local"].H)
+    Qr, Hr = info.Q, info.Q.T @ th["local"].H @ info.Q
+    sim = sgd_statistics(sample, Qr, Hr)
+    spectra = {name: theory_spectra(M, Qr, Hr) for name, M in th["M"].items()}
+    progress(
+        f"tr M: SGD {sim['trace'][0]:.5g} +- {sim['trace'][1]:.2g}, exact "
+        f"{spectra['exact']['trace']:.5g}, discrete {spectra['discrete']['trace']:.5g}, "
+        f"App. A {spectra['jacobian']['trace']:.5g}"
+    )
+    ds = _spectra_dataset(sim, spectra)
+    ds.update(_scalars(model, data, start, th, sample, theta_loc, info, tau, tau_fast, thin))
+    ds.update(_drift(sample, info, thin))
+    ds["status"] = ((), 0, _status_attrs())
+    return ds
+
+
+def _spectra_dataset(sim: dict, spectra: dict) -> xr.Dataset:
+    r = sim["eig"][0].size
+    ds = xr.Dataset(coords={"mode": ("mode", np.arange(r), attrs("mode rank", "1", "sorted"))})
+    ds["eig_sgd"] = ("mode", sim["eig"][0], attrs("eigenvalue of the SGD covariance on "
+                     "range(H)", "1", "Eqs. 10-11"))  # fmt: skip
+    ds["eig_sgd_se"] = ("mode", sim["eig"][1], attrs("jackknife s.e. of eig_sgd", "1", "jk"))
+    ds["curv_sgd"] = ("mode", sim["curv"][0], attrs("curvature v^T H v along eigenvectors of "
+                      "the SGD covariance", "1", "IVFR, Fig. 7a"))  # fmt: skip
+    ds["curv_sgd_se"] = ("mode", sim["curv"][1], attrs("jackknife s.e. of curv_sgd", "1", "jk"))
+    for name in ("trace", "ivfr_spearman", "ivfr_slope"):
+        ds[f"{name}_sgd"] = ((), sim[name][0], attrs(f"{name} of the SGD covariance", "1", "IVFR"))
+        ds[f"{name}_sgd_se"] = ((), sim[name][1], attrs(f"jackknife s.e. of {name}", "1", "jk"))
+    for name, spec in spectra.items():
+        text, source = THEORIES[name]
+        ds[f"eig_{name}"] = ("mode", spec["eig"], attrs(f"eigenvalue, {text}", "1", source))
+        ds[f"curv_{name}"] = ("mode", spec["curv"], attrs(f"curvature along eigenvectors, {text}",
+                              "1", source))  # fmt: skip
+        ds[f"trace_{name}"] = ((), spec["trace"], attrs(f"trace, {text}", "1", source))
+        rho, slope = _ivfr(spec["eig"], spec["curv"])
+        ds[f"ivfr_spearman_{name}"] = ((), rho, attrs(f"IVFR Spearman rho, {text}", "1", source))
+        ds[f"ivfr_slope_{name}"] = ((), slope, attrs(f"IVFR log-log slope, {text}", "1", source))
+    return ds
+
+
+def _scalars(model, data, start, th, sample, theta_loc, info, tau, tau_fast, thin) -> dict:
+    """Per-cell numbers of the minimum, the local theory and the run."""
+    H, C, Q = th["local"].H, th["local"].C, th["local"].Q
+    resid = H - th["gn"].H
+    norm = np.linalg.norm
+    values = {
+        "n_params": (model.n_params, "number of parameters", "1"),
+        "rank_H": (info.rank, "rank of the Hessian at the local point", "1"),
+        "null_dim": (info.null_dim, "null-space dimension of the Hessian (flat directions)", "1"),
+        "grad_norm_star": (start.result.grad_norm, "|grad L| at theta*", "1"),
+        "grad_norm_local": (th["local"].grad_norm, "|grad L| at the local point", "1"),
+        "loss_star": (start.result.loss, "training loss at theta*", "1"),
+        "residual_curvature": (norm(resid, 2) / norm(H, 2), "||H - J^T J / P|| / ||H|| "
+                               "(spectral norms; the term App. A drops)", "1"),
+        "circulation": (norm(Q) / norm(C), "||Q|| / ||C|| (Eq. 31; 0 under detailed balance)",
+                        "1"),
+        "commutator": (norm(H @ C - C @ H) / (norm(H) * norm(C)), "||[H, C]|| / (||H|| ||C||)",
+                       "1"),
+        "tau_slow": (tau, "slowest relaxation time 1 / (lr omega_min) at theta*, in steps", "1"),
+        "tau_fast": (tau_fast, "fastest relaxation time 1 / (lr omega_max), in steps", "1"),
+        "tau_slow_local": (relaxation_steps(H, th["local_lr"])[0], "slowest relaxation time "
+                           "at the local point, in steps", "1"),
+        "lr_omega_max": (1.0 / tau_fast, "lr * max eig(H) (stability needs < 2)", "1"),
+        "thin": (thin, "steps between records", "1"),
+        "sample_steps": (int(sample.n_records.max()) * thin * sample.n_records.shape[1],
+                         "sampling steps per replica", "1"),
+        "shift_from_star": (norm(theta_loc - start.result.theta) / norm(start.result.theta),
+                            "|theta_local - theta*| / |theta*|", "1"),
+        "steps_per_second": (sample.steps_per_second, "replica-steps per second (sampling)",
+                             "1/s"),
+    }  # fmt: skip
+    return {k: ((), v, attrs(text, units, "models")) for k, (v, text, units) in values.items()}
+
+
+def _drift(sample: Any, info: theory.RangeInfo, thin: int) -> dict:
+    """Motion of the replica mean between the first and the last sampling block, split into the
+    null space of ``H`` (along the manifold of minima) and its range, per step."""
+    n = sample.n_records.astype(float)
+    means = sample.sum_d / n[:, :, None]
+    delta = means[:, -1].mean(axis=0) - means[:, 0].mean(axis=0)
+    steps = (sample.n_records.shape[1] - 1) * sample.n_records[0, 0] * thin
+    on_range = info.Q @ (info.Q.T @ delta)
+    null = np.linalg.norm(delta - on_range) / max(steps, 1)
+    return {
+        "drift_null": ((), null, attrs("drift of the mean along null(H) per step", "1",
+                                       "issue 4")),
+        "drift_range": ((), np.linalg.norm(on_range) / max(steps, 1),
+                        attrs("motion of the mean within range(H) per step", "1",
+                              "issue 4")),
+    }  # fmt: skip
+
+
+def _status_attrs() -> dict[str, str]:
+    return {**attrs("outcome of the cell's checks", "1", "models"),
+            "flag_values": " ".join(f"{i}:{s}" for i, s in enumerate(STATUS))}  # fmt: skip
+
+
+def failed_dataset(status: str, message: str) -> xr.Dataset:
+    """A flagged cell: ``status`` names the failed check, ``message`` is kept as an attribute."""
+    ds = xr.Dataset({"status": ((), STATUS.index(status), _status_attrs())})
+    ds.attrs["failure"] = message
+    return ds
+
+
+def run(model: Model, teacher: Model, params: Mapping[str, Any], progress: Progress) -> xr.Dataset:
+    """Steps 1-6 of one cell; a failed check gives :func:`failed_dataset`."""
+    t0 = time.perf_counter()
+    data = teacher_data(model, teacher, params, float(params["teacher_scale"]))
+    try:
+        start = minimum(model, data, params, progress)
+        ds = cell_dataset(model, data, start, params, progress)
+    except CellFailed as err:
+        progress(f"cell flagged ({err.status}): {err}")
+        ds = failed_dataset(err.status, str(err))
+    ds["elapsed_s"] = ((), time.perf_counter() - t0, attrs("wall time of the cell", "s", "run"))
+    return ds

@@ -1,0 +1,271 @@
+"""Experiments beyond the paper's two models: deep linear and one-hidden-layer networks.
+
+Paper 000 stops at two layers and says in App. A (Eqs. 79-81) that its linear framework carries
+over to a nonlinear network at a minimum with the design matrix replaced by the Jacobian. Each
+cell (:mod:`weightdyn.models.cell`) runs SGD about a minimum and compares its stationary
+covariance with the exact linearisation (Eq. 29 with the full Hessian and the exact mini-batch
+noise), App. A's ``X -> J`` form, detailed balance (Eq. 33) and the discrete-time recursion, and
+measures the IVFR (curvature against variance along the covariance's eigenvectors, Fig. 7a).
+
+- ``deep_linear``: ``f(x) = W_L ... W_1 x`` of depth ``depth`` and hidden width ``width``
+  (:class:`~weightdyn.models.DeepLinear`; depth 2 is Sec. III's network); a linear teacher.
+- ``one_hidden``: ``f(x) = W2 phi(W1 x + b1) + b2`` (:class:`~weightdyn.models.OneHidden`,
+  ``phi`` tanh or softplus); a teacher of the same architecture (``orthogonal``: orthonormal
+  first-layer rows, output weights +-1, no biases; ``network``: i.i.d. fan-in scaled weights) or
+  a linear teacher. A random i.i.d. teacher is badly conditioned (Fisher eigenvalues ~1e-5 at
+  P = 600): the full-batch minimum then runs off to saturated units (``null_dim > 0``, relaxation
+  times of 1e10 steps and more); the orthogonal teacher gives an isolated minimum.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from weightdyn.agreement import Agreement, agreement
+from weightdyn.experiments import (
+    REQUIRED,
+    ConfigError,
+    Experiment,
+    Figure,
+    LazyPlots,
+    Param,
+    Params,
+    Progress,
+)
+from weightdyn.models import cell
+from weightdyn.models.base import Model
+from weightdyn.models.networks import ACTIVATIONS, DeepLinear, Linear, OneHidden
+
+plots = LazyPlots("weightdyn.plots.models")
+
+POSITIVE = {"minimum": 0, "exclusive_minimum": True}
+INITS = ("minimum", "random")
+TEACHERS = ("orthogonal", "network", "linear")
+STARTS = ("random", "teacher")
+# fmt: off
+COMMON = (
+    Param("N_i", int, REQUIRED, "input dimension N_i", axis=True, minimum=1),
+    Param("N_o", int, 1, "output dimension N_o", axis=True, minimum=1),
+    Param("width", int, REQUIRED, "hidden width", axis=True, minimum=1),
+    Param("P", int, REQUIRED, "number of training samples P", axis=True, minimum=2),
+    Param("noise", float, 0.25, "label noise variance sigma_eps^2", axis=True, minimum=0),
+    Param("teacher_scale", float, 1.0, "teacher weight scale (fan-in units)", axis=True,
+          **POSITIVE),
+    Param("init", str, "minimum", "SGD start: at the minimum theta* or at the random "
+          "initialisation theta* was found from", axis=True, allowed=INITS),
+    Param("init_scale", float, 1.0, "scale of the random initialisation (fan-in units)",
+          axis=True, **POSITIVE),
+    Param("lr", float, REQUIRED, "learning rate lambda", axis=True, **POSITIVE),
+    Param("batch_size", int, REQUIRED, "mini-batch size S", axis=True, minimum=1),
+    Param("sampling", str, "with", "mini-batch sampling with or without replacement (App. C)",
+          axis=True, allowed=("with", "without")),
+    Param("data_seed", int, 0, "data and initialisation realisation index", axis=True,
+          minimum=0),
+    Param("replicas", int, 16, "independent SGD chains", minimum=2),
+    Param("burn_tau", float, 20.0, "burn-in in slowest relaxation times", minimum=0),
+    Param("sample_tau", float, 200.0, "sampling length per replica in slowest relaxation "
+          "times", **POSITIVE),
+    Param("records_per_tau", float, 4.0, "records per slowest relaxation time", minimum=1),
+    Param("n_blocks", int, 8, "time blocks per replica for jackknife errors", minimum=2),
+    Param("max_steps", int, 4_000_000, "cap on the burn-in and on the sampling steps",
+          minimum=1),
+    Param("gtol", float, 1e-9, "gradient-norm tolerance of a minimum", **POSITIVE),
+)
+DEEP = (
+    Param("depth", int, 3, "number of weight layers L", axis=True, minimum=2),
+)
+ONE_HIDDEN = (
+    Param("activation", str, "tanh", "activation phi (smooth)", axis=True,
+          allowed=tuple(ACTIVATIONS)),
+    Param("teacher", str, "orthogonal", "teacher: a network of the same architecture "
+          "(orthogonal or i.i.d. weights) or a random linear map", axis=True, allowed=TEACHERS),
+    Param("start", str, "random", "start of the full-batch minimisation: a random "
+          "initialisation or the teacher's weights", axis=True, allowed=STARTS),
+)
+# fmt: on
+
+
+def deep_linear_model(params: Params) -> DeepLinear:
+    """``widths = [N_i, width, ..., width, N_o]`` with ``depth`` weight layers."""
+    depth, width = int(params["depth"]), int(params["width"])
+    return DeepLinear([params["N_i"]] + [width] * (depth - 1) + [params["N_o"]])
+
+
+def one_hidden_model(params: Params) -> OneHidden:
+    """``f(x) = W2 phi(W1 x + b1) + b2`` with biases."""
+    return OneHidden(params["N_i"], params["width"], params["N_o"], params["activation"])
+
+
+class OrthogonalTeacher(OneHidden):
+    """A well-conditioned teacher: ``W1`` = ``scale`` times ``N_h`` orthonormal rows (Haar),
+    ``b1 = 0``, output weights ``+-1`` (random signs), ``b2 = 0``; needs ``N_h <= N_i``."""
+
+    def random_theta(self, rng: np.random.Generator, scale: float = 1.0) -> np.ndarray:
+        Q, Rq = np.linalg.qr(rng.standard_normal((self.n_in, self.n_hidden)))
+        W1 = scale * (Q * np.sign(np.diag(Rq))).T  # Haar: fix the signs of the QR
+        W2 = rng.choice([-1.0, 1.0], size=(self.n_out, self.n_hidden))
+        b1, b2 = np.zeros((self.n_hidden, 1)), np.zeros((self.n_out, 1))
+        return np.concatenate([np.hstack([W1, b1]).ravel(order="F"),
+                               np.hstack([W2, b2]).ravel(order="F")])  # fmt: skip
+
+
+def _teacher(params: Params) -> Model:
+    teacher = params.get("teacher", "linear")
+    if teacher == "linear":
+        return Linear(params["N_i"], params["N_o"])
+    if teacher == "orthogonal":
+        return OrthogonalTeacher(params["N_i"], params["width"], params["N_o"],
+                                 params["activation"])  # fmt: skip
+    return one_hidden_model(params)
+
+
+def derive(params: dict[str, Any]) -> dict[str, Any]:
+    """``batch_size <= P``; the orthogonal teacher needs ``width <= N_i``; a start at the
+    teacher needs a teacher of the student's architecture. An overparameterised cell
+    (``n_params >= P N_o``) is not refused here: it runs and comes out flagged
+    ``not_underparameterised`` (the sweep goes on)."""
+    P, S = params["P"], params["batch_size"]
+    if S > P:
+        raise ConfigError(f"batch_size: {S} exceeds P = {P}; allowed: 1 <= batch_size <= P")
+    if params.get("teacher") == "orthogonal" and params["width"] > params["N_i"]:
+        raise ConfigError(f"width: {params['width']} exceeds N_i = {params['N_i']}; allowed "
+                          "with teacher 'orthogonal': width <= N_i")  # fmt: skip
+    if params.get("start") == "teacher" and params.get("teacher") == "linear":
+        raise ConfigError("start: 'teacher' needs a teacher of the student's architecture; "
+                          "allowed with teacher 'linear': 'random'")  # fmt: skip
+    return params
+
+
+def run_deep(params: Params, progress: Progress) -> xr.Dataset:
+    """One deep linear cell (:func:`weightdyn.models.cell.run`, linear teacher)."""
+    model = deep_linear_model(params)
+    return cell.run(model, Linear(params["N_i"], params["N_o"]), params, progress)
+
+
+def run_one_hidden(params: Params, progress: Progress) -> xr.Dataset:
+    """One one-hidden-layer cell (:func:`weightdyn.models.cell.run`)."""
+    return cell.run(one_hidden_model(params), _teacher(params), params, progress)
+
+
+def resources(params: Params, attempt: int) -> dict[str, int]:
+    """A generous request: the step count follows the relaxation time, known only at run time
+    (``max_steps`` caps it); doubled per attempt."""
+    return {"mem_mb": 2000 * attempt, "runtime": 60 * attempt}
+
+
+# ---------------------------------------------------------------------------- agreement
+
+AXES = ("depth", "width", "activation", "teacher", "start", "P", "noise", "lr", "batch_size",
+        "sampling", "init", "init_scale", "data_seed", "N_i", "N_o")  # fmt: skip
+
+
+def _parts(ds: xr.Dataset) -> list[xr.Dataset]:
+    return [ds] if "cell" not in ds.dims else [ds.isel(cell=k) for k in range(ds.sizes["cell"])]
+
+
+def cells_of(ds: xr.Dataset) -> list[xr.Dataset]:
+    """Cells of a merged sweep (or the one cell of a bare file) that passed their checks,
+    with the padding of shorter spectra dropped."""
+    ok = [c for c in _parts(ds) if int(c["status"]) == 0]
+    return [c.dropna("mode", how="all", subset=["eig_sgd"]) for c in ok]
+
+
+def flagged_cells(ds: xr.Dataset) -> list[str]:
+    """``"<cell>: <status>"`` for every cell that failed a check (:data:`cell.STATUS`)."""
+    parts = _parts(ds)
+    return [f"{cell_text(c, parts) or 'cell'}: {cell.STATUS[int(c['status'])]}"
+            for c in parts if int(c["status"]) != 0]  # fmt: skip
+
+
+def cell_text(c: xr.Dataset, cells: list[xr.Dataset]) -> str:
+    """``axis=value, ...`` for the axes in which ``c`` differs from the other ``cells``."""
+
+    def val(x: xr.Dataset, a: str) -> str:
+        return str(x[a].values.item()) if a in x.coords else ""
+
+    varying = [a for a in AXES if len({val(x, a) for x in cells}) > 1]
+    return ", ".join(f"{a}={val(c, a)}" for a in varying)
+
+
+def _cell_rows(c: xr.Dataset, name: str) -> list[Agreement]:
+    se = c["eig_sgd_se"]
+    rows = [agreement(f"{name}spectra", f"sorted eigenvalues of the SGD covariance on range(H) "
+                      f"vs {cell.THEORIES[t][0]}", cell.THEORIES[t][1], c["eig_sgd"],
+                      c[f"eig_{t}"], se) for t in cell.THEORIES]  # fmt: skip
+    rows += [agreement(f"{name}trace", f"tr M, SGD vs {cell.THEORIES[t][0]}",
+                       cell.THEORIES[t][1], c["trace_sgd"], c[f"trace_{t}"], c["trace_sgd_se"])
+             for t in ("exact", "discrete", "minibatch", "jacobian")]  # fmt: skip
+    rows.append(agreement(f"{name}ivfr", "IVFR Spearman rho of curvature vs variance, SGD vs "
+                          "the exact linearisation", "Fig. 7a", c["ivfr_spearman_sgd"],
+                          c["ivfr_spearman_exact"], c["ivfr_spearman_sgd_se"]))  # fmt: skip
+    return rows
+
+
+def agreement_rows(ds: xr.Dataset, label: str) -> list[Agreement]:
+    """Rows of every complete cell, named ``<label> [<cell>] <figure>``."""
+    cells = cells_of(ds)
+    rows = []
+    for c in cells:
+        text = cell_text(c, cells)
+        rows += _cell_rows(c, f"{label} [{text}] " if text else f"{label} ")
+    return rows
+
+
+# ------------------------------------------------------------------------------ registry
+
+_ERR = "error bars: jackknife over (replica, time block) groups, +-1 s.e."
+FIGURES = {
+    "spectra": Figure(plots.spectra, per_cell=True, caption=(
+        "Sorted eigenvalues of the stationary SGD covariance on range(H) at the local minimum "
+        "against the exact linearisation (Eq. 29, full Hessian, exact mini-batch noise), "
+        "App. A's Jacobian form (Gauss-Newton drift), detailed balance (Eq. 33) and the "
+        f"discrete-time recursion; {_ERR}; one figure per cell.")),
+    "ivfr": Figure(plots.ivfr, caption=(
+        "Inverse variance-flatness relation (paper 000 Fig. 7a): curvature v^T H v along the "
+        "eigenvectors v of the SGD covariance against their variance, log-log, one series per "
+        f"cell, with the exact linearisation's (lines); {_ERR}.")),
+    "trace_vs_lr": Figure(plots.trace_vs_lr, caption=(
+        "tr M of the SGD covariance against the learning rate, with the exact linearisation "
+        "(Eq. 29, continuous time), its discrete-time recursion and App. A's form; "
+        f"{_ERR}.")),
+}  # fmt: skip
+
+
+def _experiment(name: str, title: str, params: tuple, run, derive) -> Experiment:
+    return Experiment(
+        name=name, family="models", title=title,
+        source="paper 000 App. A, Eqs. 14, 29-33, 79-81; Fig. 7a (IVFR)",
+        params=params, run_cell=run, derive=derive, agreement=agreement_rows,
+        figures=FIGURES, default_figures=("spectra", "ivfr"), resources=resources,
+    )  # fmt: skip
+
+
+EXPERIMENTS = {
+    "deep_linear": _experiment(
+        "deep_linear",
+        "deep linear network: stationary SGD covariance, IVFR, drift",
+        COMMON + DEEP,
+        run_deep,
+        derive,
+    ),
+    "one_hidden": _experiment(
+        "one_hidden",
+        "one-hidden-layer network: App. A's Jacobian theory against SGD",
+        COMMON + ONE_HIDDEN,
+        run_one_hidden,
+        derive,
+    ),
+}
+
+__all__ = [
+    "EXPERIMENTS",
+    "OrthogonalTeacher",
+    "cell_text",
+    "cells_of",
+    "deep_linear_model",
+    "flagged_cells",
+    "one_hidden_model",
+]

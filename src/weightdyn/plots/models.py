@@ -1,0 +1,208 @@
+"""Deep linear and one-hidden-layer networks: SGD against the local theory (issue 14).
+
+Every function takes a merged ``deep_linear`` or ``one_hidden`` sweep (cells along ``cell``, one
+coordinate per axis; a bare cell file works too) and returns a Figure. Symbols are the SGD
+estimates with +-1 jackknife s.e. over (replica, time block) groups; lines are theories at the
+cell's local point: the exact linearisation (Eq. 29 with the full Hessian and the exact
+mini-batch noise, Eq. 14 with App. C), App. A's ``X -> J`` form (Gauss-Newton drift, Eqs.
+79-81), detailed balance (Eq. 33) and the discrete-time recursion of the local quadratic model.
+Cells flagged by their checks are listed, not drawn.
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import xarray as xr
+from matplotlib.ticker import MaxNLocator, NullFormatter
+
+from weightdyn.models.experiment import AXES, cell_text, cells_of, flagged_cells
+from weightdyn.plots.common import styled
+
+__all__ = ["ivfr", "spectra", "trace_vs_lr"]
+
+SIM = {"ms": 3.0, "capsize": 1.5, "lw": 0, "elinewidth": 0.8}
+THEORY_LINES = {
+    "exact": ("-", "k", "exact linearisation (Eq. 29)"),
+    "jacobian": ("--", "C1", r"App. A: $X \to J$ (Gauss-Newton)"),
+    "detailed": (":", "C2", "detailed balance (Eq. 33)"),
+    "discrete": ("-.", "C3", "discrete-time recursion"),
+    "minibatch": ("-", "C4", "discrete, mini-batch Hessian noise"),
+}
+ERRORS = r"error bars $\pm$1 s.e. (jackknife over replica $\times$ time block)"
+
+
+def _coord(c: xr.Dataset, name: str) -> object:
+    if name in c.coords:
+        return c[name].values.item()
+    return c.attrs.get(name, "?")
+
+
+def _title(c: xr.Dataset) -> str:
+    """The cell's architecture and SGD parameters in the paper's symbols."""
+    arch = (
+        f"depth $L={_coord(c, 'depth')}$" if "depth" in c.coords or "depth" in c.attrs
+        else f"{_coord(c, 'activation')}, teacher {_coord(c, 'teacher')}"
+    )  # fmt: skip
+    return (
+        f"{arch}, $N_i={_coord(c, 'N_i')}$, width {_coord(c, 'width')}, "
+        f"$N_o={_coord(c, 'N_o')}$, $n={int(c['n_params'])}$, $P={_coord(c, 'P')}$, "
+        rf"$\sigma_\epsilon^2={float(_coord(c, 'noise')):g}$, "
+        rf"$\lambda={float(_coord(c, 'lr')):g}$, $S={_coord(c, 'batch_size')}$"
+    )
+
+
+def _message(text: str) -> plt.Figure:
+    fig, ax = plt.subplots(figsize=(5.0, 2.2), layout="constrained")
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, fontsize=8,
+            wrap=True)  # fmt: skip
+    ax.set_axis_off()
+    return fig
+
+
+def _no_cells(ds: xr.Dataset) -> plt.Figure | None:
+    """A figure naming the flagged cells if no cell of ``ds`` passed its checks."""
+    if cells_of(ds):
+        return None
+    if "cell" not in ds.dims or ds.sizes["cell"] == 1:  # name the one cell by its coordinates
+        c = ds.isel(cell=0) if "cell" in ds.dims else ds
+        where = ", ".join(f"{a}={c[a].values.item()}" for a in AXES if a in c.coords)
+        return _message(f"cell {where}\nflagged: {flagged_cells(ds)[0].split(': ')[-1]}")
+    return _message("no cell passed its checks:\n" + "\n".join(flagged_cells(ds)))
+
+
+def _flag_note(ds: xr.Dataset) -> str:
+    """``"; not drawn (flagged): ..."`` naming the cells that failed a check, or ``""``."""
+    flagged = flagged_cells(ds)
+    return "; not drawn (flagged): " + ", ".join(flagged) if flagged else ""
+
+
+def _median_error(c: xr.Dataset, theory: str) -> float:
+    return float(np.median(np.abs(c[f"eig_{theory}"].values / c["eig_sgd"].values - 1)))
+
+
+# -------------------------------------------------------------------------------- spectra
+
+
+@styled
+def spectra(ds: xr.Dataset) -> plt.Figure:
+    """Sorted eigenvalues of the SGD covariance on range(H) against the four theories (left,
+    log scale) and each theory's relative deviation from SGD with the SGD s.e. band (right,
+    clipped to +-1). One cell (a per-cell figure). Eq. 33's covariance is not symmetric: the
+    eigenvalues of its symmetric part are drawn (negative ones leave the log axis)."""
+    if (fig := _no_cells(ds)) is not None:
+        return fig
+    c = cells_of(ds)[0]
+    i = c["mode"].values + 1
+    sgd, se = c["eig_sgd"].values, c["eig_sgd_se"].values
+    fig, (left, right) = plt.subplots(1, 2, figsize=(7.6, 3.6), layout="constrained")
+    left.errorbar(i, sgd, yerr=se, fmt="o", color="C0", mfc="none", label="SGD", **SIM)
+    right.fill_between(i, -se / sgd, se / sgd, color="C0", alpha=0.2, lw=0,
+                       label=r"SGD $\pm$1 s.e.")  # fmt: skip
+    for name, (style, color, label) in THEORY_LINES.items():
+        eig = c[f"eig_{name}"].values
+        med = _median_error(c, name)
+        left.plot(i, eig, style, color=color, lw=1.1, label=f"{label}: median {med:.1%}")
+        right.plot(i, eig / sgd - 1, style, color=color, lw=1.1)
+    left.set_yscale("log")
+    left.set_xlabel("mode index $i$ (descending)")
+    left.set_ylabel(r"eigenvalue $\mu_i$ of $M$ on range$(H)$")
+    fig.legend(*left.get_legend_handles_labels(), frameon=False, fontsize=6.5, ncols=3,
+               loc="outside lower center", title="lines: theory at the local point, with the "
+               r"median $|\mu_i^{\rm th}/\mu_i^{\rm SGD} - 1|$", title_fontsize=6.5)  # fmt: skip
+    for ax in (left, right):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    right.axhline(0.0, color="0.6", lw=0.6)
+    devs = [np.abs(c[f"eig_{t}"].values / sgd - 1) for t in THEORY_LINES] + [se / sgd]
+    right.set_ylim(-(lim := min(1.0, 1.1 * float(np.nanmax(np.concatenate(devs))))), lim)
+    right.set_xlabel("mode index $i$ (descending)")
+    right.set_ylabel(r"$\mu_i^{\rm theory} / \mu_i^{\rm SGD} - 1$ (clipped at $\pm 1$)")
+    right.set_title(r"band: SGD $\pm$1 s.e.", fontsize=7)
+    extra = (
+        f"tr M: SGD {float(c['trace_sgd']):.4g} $\\pm$ {float(c['trace_sgd_se']):.2g}, exact "
+        f"{float(c['trace_exact']):.4g}, discrete {float(c['trace_discrete']):.4g}; residual "
+        f"curvature $\\|H - J^TJ/P\\| / \\|H\\|$ = {float(c['residual_curvature']):.2g}; "
+        f"dim null(H) = {int(c['null_dim'])}; slowest relaxation {float(c['tau_slow']):.3g} steps"
+    )
+    fig.suptitle(f"{_title(c)}\n{extra}\n{ERRORS}", fontsize=7.5)
+    return fig
+
+
+# ----------------------------------------------------------------------------------- IVFR
+
+
+@styled
+def ivfr(ds: xr.Dataset) -> plt.Figure:
+    """IVFR (Fig. 7a): curvature ``v_i^T H v_i`` along the eigenvectors ``v_i`` of the SGD
+    covariance against their variance ``mu_i``, log-log, one colour per cell; lines: the same
+    from the exact linearisation's covariance. Legend: Spearman rho and log-log slope, +-1 s.e."""
+    if (fig := _no_cells(ds)) is not None:
+        return fig
+    cells = cells_of(ds)
+    fig, ax = plt.subplots(figsize=(6.0, 4.4), layout="constrained")
+    for k, c in enumerate(cells):
+        color = f"C{k % 10}"
+        text = cell_text(c, cells) or "SGD"
+        label = (
+            f"{text}: $\\rho$ = {float(c['ivfr_spearman_sgd']):.2f} $\\pm$ "
+            f"{float(c['ivfr_spearman_sgd_se']):.2f}, slope "
+            f"{float(c['ivfr_slope_sgd']):.2f} $\\pm$ {float(c['ivfr_slope_sgd_se']):.2f}"
+        )
+        ax.errorbar(c["eig_sgd"].values, c["curv_sgd"].values, xerr=c["eig_sgd_se"].values,
+                    yerr=c["curv_sgd_se"].values, fmt="o", color=color, mfc="none",
+                    label=label, **SIM)  # fmt: skip
+        ax.plot(c["eig_exact"].values, c["curv_exact"].values, "x-", color=color, lw=0.5, ms=3)
+    ax.plot([], [], "x-", color="0.3", lw=0.5, ms=3,
+            label="exact linearisation (Eq. 29), same cell, modes joined in order")  # fmt: skip
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.xaxis.set_minor_formatter(NullFormatter())  # crowded labels within one decade
+    ax.set_xlabel(r"variance $\mu_i$ (eigenvalue of the SGD covariance $M$)")
+    ax.set_ylabel(r"curvature $v_i^T H v_i$")
+    ax.legend(frameon=False, fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.14))
+    ax.set_title(f"IVFR (paper 000 Fig. 7a); {ERRORS}{_flag_note(ds)}", fontsize=7.5,
+                 wrap=True)  # fmt: skip
+    return fig
+
+
+# -------------------------------------------------------------------------------- trace
+
+
+def _series(cells: list[xr.Dataset]) -> dict[str, list[xr.Dataset]]:
+    """Cells grouped by every axis but ``lr``, each group sorted by ``lr``."""
+    groups: dict[str, list[xr.Dataset]] = {}
+    for c in cells:
+        key = ", ".join(p for p in cell_text(c, cells).split(", ") if not p.startswith("lr="))
+        groups.setdefault(key, []).append(c)
+    return {k: sorted(v, key=lambda c: float(_coord(c, "lr"))) for k, v in groups.items()}
+
+
+@styled
+def trace_vs_lr(ds: xr.Dataset) -> plt.Figure:
+    """``tr M / lr`` against ``lr``: SGD (+-1 s.e.), the exact linearisation (Eq. 29,
+    continuous time: ``tr M`` proportional to ``lr``, a flat line), the discrete-time
+    recursion and App. A's form; one colour per group of cells differing only in ``lr``."""
+    if (fig := _no_cells(ds)) is not None:
+        return fig
+    fig, ax = plt.subplots(figsize=(5.6, 4.2), layout="constrained")
+    for k, (key, group) in enumerate(_series(cells_of(ds)).items()):
+        color = f"C{k % 10}"
+        lr = np.array([float(_coord(c, "lr")) for c in group])
+
+        def col(name: str, group=group, lr=lr) -> np.ndarray:
+            return np.array([float(c[name]) for c in group]) / lr
+
+        ax.errorbar(lr, col("trace_sgd"), yerr=col("trace_sgd_se"), fmt="o", color=color,
+                    mfc="none", label=f"SGD {key}".strip(), **SIM)  # fmt: skip
+        for name in ("exact", "discrete", "minibatch", "jacobian"):
+            style, _, label = THEORY_LINES[name]
+            ax.plot(lr, col(f"trace_{name}"), style, color=color, lw=1.0,
+                    label=label if k == 0 else None)  # fmt: skip
+    ax.set_xscale("log")
+    ax.set_xlabel(r"learning rate $\lambda$")
+    ax.set_ylabel(r"$\mathrm{tr}\,M / \lambda$")
+    ax.legend(frameon=False, fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.14),
+              ncols=2)  # fmt: skip
+    ax.set_title(f"trace of the stationary covariance; {ERRORS}{_flag_note(ds)}", fontsize=7.5,
+                 wrap=True)  # fmt: skip
+    return fig

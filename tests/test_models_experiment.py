@@ -1,0 +1,141 @@
+"""The deep_linear and one_hidden experiments (issue 14): cells end to end, flagged cells, the
+config check, agreement rows and figures."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from weightdyn import experiments, io, sweep
+from weightdyn.experiments import ConfigError
+
+SMALL = {"replicas": 4, "burn_tau": 3.0, "sample_tau": 30.0, "n_blocks": 2, "noise": 0.25}
+DEEP = {"experiment": "deep_linear", "N_i": 3, "width": 3, "depth": 3, "P": 40, "lr": 0.1,
+        "batch_size": 5, **SMALL}  # fmt: skip
+ONE = {"experiment": "one_hidden", "N_i": 3, "width": 3, "P": 100, "lr": 0.1, "batch_size": 5,
+       "start": "teacher", **SMALL}  # fmt: skip
+
+
+def run(block: dict) -> list:
+    exp = experiments.get(block["experiment"])
+    return [exp.run_cell(c.params, lambda _: None) for c in sweep.expand_sweep("t", block).cells]
+
+
+def merged(block: dict):
+    """The cells of ``block`` stacked as the merge rule does."""
+    s = sweep.expand_sweep("t", block)
+    exp = experiments.get(block["experiment"])
+    axes = [p for p in exp.axes if any(c.params.get(p.name) is not None for c in s.cells)]
+    coords = {p.name: ([c.params.get(p.name) for c in s.cells], p.attrs()) for p in axes}
+    return io.stack_cells(run(block), coords)
+
+
+def check_complete(ds) -> None:
+    assert int(ds["status"]) == 0
+    r = ds.sizes["mode"]
+    assert r == int(ds["rank_H"]) > 0
+    for name in ("eig_sgd", "eig_sgd_se", "eig_exact", "eig_jacobian", "eig_discrete"):
+        assert np.all(np.isfinite(ds[name].values)) and np.all(ds[name].values > 0), name
+    for name, var in ds.data_vars.items():
+        assert {"long_name", "units", "source"} <= set(var.attrs), name
+    assert float(ds["grad_norm_local"]) <= 1e-9
+    # loose at this size (30 relaxation times of 4 replicas); the slow test is tight
+    err = np.median(np.abs(ds["eig_exact"].values / ds["eig_sgd"].values - 1))
+    assert err < 0.5
+
+
+def test_tiny_deep_linear_cell_runs_end_to_end() -> None:
+    (ds,) = run(DEEP)
+    check_complete(ds)
+    # GL(3) x GL(3) symmetry between the layers: 18 flat directions, not sampled by the theory
+    assert int(ds["null_dim"]) == 18
+    # the residual curvature couples layers through X^T R, which the normal equations of the
+    # end-to-end map set to 0 at a minimum: App. A's X -> J form is exact for deep linear nets
+    assert float(ds["residual_curvature"]) < 1e-8
+    assert np.isfinite(float(ds["drift_null"]))
+
+
+def test_tiny_one_hidden_cell_runs_end_to_end() -> None:
+    (ds,) = run(ONE)
+    check_complete(ds)
+    assert int(ds["null_dim"]) == 0  # an isolated minimum
+    assert float(ds["tau_slow"]) > float(ds["tau_fast"]) > 0
+
+
+def test_bad_cells_are_flagged_and_the_sweep_goes_on() -> None:
+    cells = [
+        {"width": 40, "teacher": "network"},  # n_params = 201 >= P = 100: interpolates
+        {"lr": 50.0},  # lr max eig(H) > 2
+        {},  # a good cell beside them
+    ]
+    datasets = run({**ONE, "cells": cells})
+    failures = [ds.attrs.get("failure", "") for ds in datasets]
+    assert [int(ds["status"]) for ds in datasets] == [2, 3, 0], failures
+    assert "must be < P * N_o = 100" in failures[0]
+    assert "2 / max eig(H)" in failures[1]
+    assert all(np.isfinite(float(ds["elapsed_s"])) for ds in datasets)
+
+
+def test_a_point_that_is_not_a_minimum_is_flagged() -> None:
+    (ds,) = run({**ONE, "gtol": 1e-30})  # no point reaches |grad L| <= 1e-30
+    assert int(ds["status"]) == 1
+    assert "no minimum" in ds.attrs["failure"]
+
+
+@pytest.mark.parametrize(
+    ("change", "key", "allowed"),
+    [
+        ({"activation": "relu"}, "activation", "'tanh', 'softplus'"),
+        ({"batch_size": 200}, "batch_size", "batch_size <= P"),
+        ({"width": 4}, "width", "width <= N_i"),
+        ({"teacher": "linear"}, "start", "'random'"),
+        ({"sampling": "sometimes"}, "sampling", "'with', 'without'"),
+    ],
+)
+def test_bad_config_values_name_the_key_and_what_is_allowed(change, key, allowed) -> None:
+    with pytest.raises(ConfigError, match=f"sweeps.t.*{key}") as err:
+        sweep.expand_sweep("t", {**ONE, **change})
+    assert allowed in str(err.value)
+
+
+def test_agreement_rows_and_figures_of_a_small_sweep() -> None:
+    ds = merged({**ONE, "lr": [0.05, 0.1]})
+    exp = experiments.get("one_hidden")
+    rows = exp.agreement(ds, "t")
+    assert len(rows) == 2 * (5 + 4 + 1)
+    assert all("lr=" in row.figure for row in rows)
+    for name in ("spectra", "ivfr", "trace_vs_lr"):
+        fig = exp.figures[name].plot(ds if name != "spectra" else ds.isel(cell=[0]))
+        assert fig.axes
+
+
+def _median_rel(ds, theory: str) -> float:
+    return float(np.median(np.abs(ds[f"eig_{theory}"].values / ds["eig_sgd"].values - 1)))
+
+
+@pytest.mark.slow
+def test_one_hidden_cell_agrees_with_the_local_theory() -> None:
+    (ds,) = run({**ONE, "N_i": 4, "width": 4, "P": 200, "lr": 0.05, "batch_size": 10,
+                 "replicas": 8, "burn_tau": 10.0, "sample_tau": 100.0, "n_blocks": 8})  # fmt: skip
+    check_complete(ds)
+    trace, se = float(ds["trace_sgd"]), float(ds["trace_sgd_se"])
+    print(f"\n[models] one_hidden: median rel. eig. error exact {_median_rel(ds, 'exact'):.3f}, "
+          f"mini-batch {_median_rel(ds, 'minibatch'):.3f}; tr M {trace:.4g} +- {se:.2g} vs "
+          f"{float(ds['trace_minibatch']):.4g}")  # fmt: skip
+    # the exact linearisation; the mini-batch Hessian-noise recursion over-corrects for a
+    # nonlinear network (its per-sample residual curvature fluctuates with the label noise)
+    assert _median_rel(ds, "exact") < 0.05
+    assert abs(float(ds["trace_exact"]) - trace) < 0.05 * trace + 3 * se
+
+
+@pytest.mark.slow
+def test_deep_linear_cell_agrees_with_the_local_theory_where_sgd_sits() -> None:
+    (ds,) = run({**DEEP, "N_i": 6, "N_o": 3, "width": 4, "P": 200, "lr": 0.005,
+                 "batch_size": 10, "replicas": 8, "burn_tau": 10.0, "sample_tau": 100.0,
+                 "n_blocks": 8})  # fmt: skip
+    check_complete(ds)
+    assert int(ds["rank_H"]) == 18  # N_i N_o: the end-to-end map's entries
+    assert float(ds["residual_curvature"]) < 1e-10  # normal equations at a deep linear minimum
+    assert _median_rel(ds, "exact") < 0.10
+    trace, se = float(ds["trace_sgd"]), float(ds["trace_sgd_se"])
+    assert abs(float(ds["trace_minibatch"]) - trace) < 0.02 * trace + 3 * se
