@@ -41,13 +41,18 @@ __all__ = [
     "exponential_mean_modes",
     "fit_relaxation_rates",
     "loss_from_modes",
+    "loss_settle_time",
     "mode_variance_discrete",
     "mp_edge_check",
     "mp_edge_from_rates",
     "record_relaxation",
     "record_steps",
     "relaxation_dataset",
+    "sign_changes",
 ]
+
+#: the loss has settled once it stays within this fraction above its stationary value
+SETTLE_TOLERANCE = 0.1
 
 P000 = "paper 000"
 
@@ -345,6 +350,63 @@ def mp_edge_from_rates(omega: ArrayLike, P: int, sigma_x2: float) -> dict[str, f
     }
 
 
+# ------------------------------------------------------------------ the claims of Fig. 3
+
+
+def sign_changes(z: ArrayLike) -> np.ndarray:
+    """Number of sign changes of ``z`` along its first axis (time), for every other index.
+
+    Exact zeros and NaN records carry no sign and are skipped (a change across them counts once).
+    The noise-averaged Eq. 27 changes sign at most once; single SGD runs may change it often
+    (paper 000, text after Eq. 27: "sign changes").
+    """
+    s = np.sign(np.nan_to_num(np.asarray(z, dtype=float)))
+    T = s.shape[0]
+    index = np.where(s != 0, np.arange(T).reshape((T,) + (1,) * (s.ndim - 1)), 0)
+    filled = np.take_along_axis(s, np.maximum.accumulate(index, axis=0), axis=0)
+    return np.sum(filled[1:] * filled[:-1] < 0, axis=0)
+
+
+def loss_settle_time(t: ArrayLike, loss: ArrayLike, level: float) -> float:
+    """The first record time from which ``loss`` stays at or below ``level`` (NaN if the last
+    record is above it, or NaN)."""
+    t, loss = np.asarray(t, dtype=float), np.asarray(loss, dtype=float)
+    above = ~(loss <= level)
+    if above[-1]:
+        return float("nan")
+    last = np.flatnonzero(above)
+    return float(t[last[-1] + 1]) if last.size else float(t[0])
+
+
+def _claim_variables(run: RelaxationRun) -> dict[str, tuple]:
+    """The numbers behind the text after Eq. 27: sign changes of single runs against Eq. 27,
+    the time at which the replica-mean loss settles, and the slow mode's share of the loss."""
+    text = f"{P000} text after Eq. 27, Fig. 3"
+    with warnings.catch_warnings():  # all replicas diverged: NaN mean, no warning
+        warnings.simplefilter("ignore", RuntimeWarning)
+        loss_mean = np.nanmean(run.loss, axis=1)
+    level = (1.0 + SETTLE_TOLERANCE) * (run.L_star + 0.25 * run.lr * np.sum(run.C_tilde_diag))
+    z_exp = exponential_mean_modes(run.z_init, run.z_star, run.omega, run.time)
+    omega0, dz0 = float(run.omega[0]), float(run.z_init[0] - run.z_star[0])
+    settle = f"replica-mean loss within {SETTLE_TOLERANCE:g} of L* + tr(HM)/2"
+    return {
+        "sign_changes_sgd": (("replica", "mode"), sign_changes(run.z).astype(np.int64),
+                             attrs("sign changes of z_k(t) along one SGD run", "1", text)),
+        "sign_changes_theory": (("mode",), sign_changes(z_exp).astype(np.int64),
+                                attrs("sign changes of the noise-averaged z_k(t) of Eq. 27",
+                                      "1", f"{P000} Eq. 27")),
+        "loss_settle_level": _var((), level, f"level of {settle}", text),
+        "loss_settle_time": _var((), loss_settle_time(run.time, loss_mean, level),
+                                 f"first time from which the {settle}", text),
+        "slow_mode_initial_loss": _var((), 0.5 * omega0 * dz0**2,
+                                       "slow mode's initial excess loss omega_0 (z_0(0)-z_0*)^2/2",
+                                       f"{P000} Eq. 26"),
+        "slow_mode_solution_loss": _var((), 0.5 * omega0 * float(run.z_star[0]) ** 2,
+                                        "slow mode's loss scale omega_0 z_0*^2/2",
+                                        f"{P000} Eq. 26"),
+    }  # fmt: skip
+
+
 # -------------------------------------------------------------------------------- dataset
 
 
@@ -469,6 +531,7 @@ def relaxation_dataset(run: RelaxationRun, sigma_x2: float | None = None) -> xr.
     """
     R, N = run.z.shape[1], run.omega.size
     data_vars = _sgd_variables(run) | _theory_variables(run) | _mode_variables(run)
+    data_vars |= _claim_variables(run)
     if sigma_x2 is not None:
         data_vars |= _edge_variables(run, sigma_x2)
     eq27 = f"{P000} Eq. 27"
