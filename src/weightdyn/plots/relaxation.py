@@ -87,21 +87,26 @@ def _mode_panel(ax: plt.Axes, ds: xr.Dataset, k: int, color: str) -> None:
 
 
 def _sign_change_text(ds: xr.Dataset, k: int, runs: int) -> str:
-    omega = float(ds["omega"].sel(mode=k))
-    text = rf"$k = {k}$, $\omega_{{{k}}} = {omega:.3g}$"
+    """Title of a mode panel: the rate, the sign changes of the runs shown (and their median
+    over all runs) against Eq. 27's, and the median largest deviation from Eq. 27."""
+    text = rf"$k = {k}$, $\omega_{{{k}}} = {float(ds['omega'].sel(mode=k)):.3g}$"
     if "sign_changes_sgd" not in ds:
         return text
     counts = ds["sign_changes_sgd"].sel(mode=k).values
-    shown = ", ".join(str(int(c)) for c in counts[:runs])
+    shown = ",".join(str(int(c)) for c in counts[:runs])
+    deviation = np.nanmedian(ds["run_deviation"].sel(mode=k).values)
     return (
-        text + f"\nsign changes: runs shown {shown}; median of {counts.size} runs "
-        f"{np.median(counts):g}; Eq. 27: {int(ds['sign_changes_theory'].sel(mode=k))}"
+        text + f"\nsign changes: runs {shown} (median {np.median(counts):g}), "
+        f"Eq. 27: {int(ds['sign_changes_theory'].sel(mode=k))}"
+        + "\nlargest |run $-$ Eq. 27|: "
+        + rf"{deviation:.2g} $\times$ |$z_k(0)-z_k^*$| (median)"
     )
 
 
 def _loss_panel(ax: plt.Axes, ds: xr.Dataset) -> None:
     """Loss of the single runs and the replica mean +- 2 s.e. against Eqs. 26-27, 30 (log-log),
-    L* (grey), the time at which the mean settles and 1/omega_0 (vertical lines)."""
+    L* (grey), the time t_s at which the mean settles and 1/omega_0 (vertical lines), and the
+    numbers behind the claim that L settles before the slow mode (title)."""
     t = ds["t"].values
     pos = t > 0
     for r in range(min(RUNS, ds.sizes["replica"])):
@@ -113,20 +118,13 @@ def _loss_panel(ax: plt.Axes, ds: xr.Dataset) -> None:
     ax.axhline(float(ds["optimal_loss"]), color="0.6", lw=2.0, alpha=0.7, zorder=0)
     ax.set_xscale("log")
     ax.set_yscale("log")
-    marks = [(1.0 / float(ds["omega"].isel(mode=0)), r"$1/\omega_0$", "0.2")]
+    marks = [(1.0 / float(ds["omega"].isel(mode=0)), r"$1/\omega_0$", "0.2", 0.97)]
     if "loss_settle_time" in ds and np.isfinite(float(ds["loss_settle_time"])):
-        marks.append((float(ds["loss_settle_time"]), r"$t_s$", "C3"))
-    for x, label, color in marks:
+        marks.append((float(ds["loss_settle_time"]), r"$t_s$", "C3", 0.82))
+    for x, label, color, y in marks:
         ax.axvline(x, color=color, lw=0.8, ls=(0, (2, 2)))
-        ax.text(
-            x,
-            0.97,
-            f" {label}",
-            color=color,
-            fontsize=7.5,
-            va="top",
-            transform=ax.get_xaxis_transform(),
-        )
+        ax.text(x, y, f"{label} ", color=color, fontsize=7.5, va="top", ha="right",
+                transform=ax.get_xaxis_transform())  # fmt: skip
     ax.set_xlim(t[pos][0], t[-1])
     ax.set_xlabel(r"SDE time $t = \lambda\tau$")
     ax.set_ylabel(r"training loss $L$")
@@ -136,17 +134,18 @@ def _loss_panel(ax: plt.Axes, ds: xr.Dataset) -> None:
 def _loss_text(ds: xr.Dataset) -> str:
     """The numbers behind the claim that L settles at L* before the slow mode relaxes."""
     L_star = float(ds["optimal_loss"])
-    text = rf"$L^* = {L_star:.3g}$, $1/\omega_0 = {1.0 / float(ds['omega'].isel(mode=0)):.3g}$"
-    if "loss_settle_time" not in ds:
-        return text
-    return (
-        text
-        + rf", $t_s = {float(ds['loss_settle_time']):.3g}$"
-        + "\n"
-        + rf"$\omega_0(z_0(0)-z_0^*)^2/2L^* = "
-        rf"{float(ds['slow_mode_initial_loss']) / L_star:.2g}$, "
-        rf"$\omega_0 z_0^{{*2}}/2L^* = {float(ds['slow_mode_solution_loss']) / L_star:.2g}$"
-    )
+    omega0 = float(ds["omega"].isel(mode=0))
+    lines = [rf"loss: $L^* = {L_star:.3g}$, $1/\omega_0 = {1.0 / omega0:.3g}$"]
+    if "loss_settle_time" in ds:
+        start, solution = (float(ds[v]) / L_star for v in ("slow_mode_initial_loss",
+                                                           "slow_mode_solution_loss"))  # fmt: skip
+        lines[0] += rf", $t_s = {float(ds['loss_settle_time']):.3g}$"
+        lines += [
+            rf"$\omega_0(z_0(0)-z_0^*)^2/2L^* = {start:.2g}$, "
+            rf"$\omega_0 z_0^{{*2}}/2L^* = {solution:.2g}$",
+            r"($t_s$: mean $L$ stays within 10 % of $L^* + \mathrm{tr}(HM)/2$)",
+        ]
+    return "\n".join(lines)
 
 
 def _row_title(ds: xr.Dataset) -> str:
@@ -174,7 +173,7 @@ def _legend(fig: plt.Figure, replicas: int) -> None:
     labels = [
         f"single SGD runs (first {RUNS})",
         f"mean of {replicas} runs",
-        r"band: mean $\pm$2 s.e.",
+        r"band: mean $\pm$2 s.e. (hidden by the line where not seen)",
         r"$\langle z_k(t)\rangle$ (Eq. 27); loss: Eqs. 26-27, 30",
         r"$z_k^*$",
         r"$L^*$ (Eq. 26)",
@@ -198,7 +197,7 @@ def fig3(ds: xr.Dataset, modes: Sequence[int] = (0, 10, 20)) -> plt.Figure:
     fig, axes = plt.subplots(
         len(cells),
         len(shown) + 1,
-        figsize=(2.6 * (len(shown) + 1), 2.9 * len(cells) + 0.8),
+        figsize=(3.0 * (len(shown) + 1), 3.0 * len(cells) + 0.8),
         layout="constrained",
         squeeze=False,
     )

@@ -48,6 +48,7 @@ __all__ = [
     "record_relaxation",
     "record_steps",
     "relaxation_dataset",
+    "run_deviation",
     "sign_changes",
 ]
 
@@ -367,6 +368,20 @@ def sign_changes(z: ArrayLike) -> np.ndarray:
     return np.sum(filled[1:] * filled[:-1] < 0, axis=0)
 
 
+def run_deviation(
+    z: ArrayLike, z_mean: ArrayLike, z_init: ArrayLike, z_star: ArrayLike
+) -> np.ndarray:
+    """Largest deviation of single runs from the noise-averaged modes, in units of the distance
+    to relax: ``max_t |z_k(t) - <z_k(t)>| / |z_k(0) - z*_k|`` for runs ``z`` (T, R, N) and the
+    mean ``z_mean`` (T, N) of Eq. 27; (R, N). Small values: every run relaxes in one step as
+    Eq. 27; values of order one: sign changes or two-step relaxation (text after Eq. 27)."""
+    z, z_mean = np.asarray(z, dtype=float), np.asarray(z_mean, dtype=float)
+    scale = np.abs(np.asarray(z_init, dtype=float) - np.asarray(z_star, dtype=float))
+    with np.errstate(divide="ignore", invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a diverged run: all NaN
+        return np.nanmax(np.abs(z - z_mean[:, None, :]), axis=0) / scale
+
+
 def loss_settle_time(t: ArrayLike, loss: ArrayLike, level: float) -> float:
     """The first record time from which ``loss`` stays at or below ``level`` (NaN if the last
     record is above it, or NaN)."""
@@ -395,6 +410,9 @@ def _claim_variables(run: RelaxationRun) -> dict[str, tuple]:
         "sign_changes_theory": (("mode",), sign_changes(z_exp).astype(np.int64),
                                 attrs("sign changes of the noise-averaged z_k(t) of Eq. 27",
                                       "1", f"{P000} Eq. 27")),
+        "run_deviation": _var(("replica", "mode"),
+                              run_deviation(run.z, z_exp, run.z_init, run.z_star),
+                              "max_t |z_k(t) - Eq. 27| / |z_k(0) - z_k*| of one SGD run", text),
         "loss_settle_level": _var((), level, f"level of {settle}", text),
         "loss_settle_time": _var((), loss_settle_time(run.time, loss_mean, level),
                                  f"first time from which the {settle}", text),
