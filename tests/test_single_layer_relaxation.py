@@ -227,3 +227,10 @@ def test_fig3_claims_in_the_dataset(relaxation_run) -> None:
     assert ds["loss_sgd_mean"].values[~after][-1] > level
     omega0, dz0 = run.omega[0], run.z_init[0] - run.z_star[0]
     assert float(ds["slow_mode_initial_loss"]) == pytest.approx(0.5 * omega0 * dz0**2, rel=1e-12)
+
+
+def test_run_deviation_in_units_of_the_relaxation_distance() -> None:
+    z_mean = np.array([[2.0, 0.0], [1.0, 0.5], [0.0, 1.0]])  # z(0) = (2, 0), z* = (0, 1)
+    runs = z_mean[:, None, :] + np.array([[[0.0, 0.0]], [[0.5, -0.1]], [[-0.2, 0.3]]])
+    got = rx.run_deviation(runs, z_mean, [2.0, 0.0], [0.0, 1.0])
+    np.testing.assert_allclose(got, [[0.25, 0.3]])

@@ -408,6 +408,8 @@ def _deviation_panel(ax: plt.Axes, ds: xr.Dataset, colors: dict) -> None:
         ax.fill_between(mode, dev - band, dev + band, color=color, alpha=0.3, lw=0)
         ax.plot(mode, dev, "-", color=color, lw=1.0)
         ax.plot(mode, (cell["eig_C_averaged"].values / c17 - 1.0)[ok], ":", color="C3", lw=1.1)
+        exact = cell["eig_C_averaged_exact"].values / c17 - 1.0
+        ax.plot(mode, exact[ok], "-.", color="C1", lw=1.0)
     ax.axhline(0.0, color="k", ls="--", lw=0.9)
     ax.set_xlabel("mode index $i$ (sorted)")
     ax.set_ylabel("eigenvalue / Eq. 17 $-$ 1")
@@ -473,6 +475,7 @@ def fig2a_sgd(ds: xr.Dataset) -> plt.Figure:
         plt.Line2D([], [], color="0.3", lw=1.4, label="SGD states (band: $\\pm$2 s.e.)"),
         plt.Line2D([], [], color="k", ls="--", lw=0.9, label="Eq. 17 at $w^*$"),
         plt.Line2D([], [], color="C3", ls=":", lw=1.1, label="Eq. 15 averaged over $M$ (Eq. 30)"),
+        plt.Line2D([], [], color="C1", ls="-.", lw=1.0, label="Eq. 15 over exact SGD $M$ (below)"),
     ]
     fig.legend(
         handles + styles,

@@ -306,14 +306,16 @@ def _spectrum_rows(ds: xr.Dataset, label: str) -> list[Agreement]:
 
 def _sgd_noise_rows(ds: xr.Dataset, label: str) -> list[Agreement]:
     """Fig. 2a from SGD, per learning rate: the noise eigenvalues at SGD states against Eq. 17
-    and against Eq. 15 averaged over M (the multiplicative correction), and their traces."""
+    and against Eq. 15 averaged over M (the multiplicative correction) of Eq. 30 and of the exact
+    discrete recursion (beyond the paper), and their traces."""
     ds = ds.isel(cell=np.flatnonzero((ds["interpolating"] == 0).values))
     rows = []
     for lr in np.unique(ds["lr"].values):
         cells = _points(ds.isel(cell=np.flatnonzero(ds["lr"].values == lr)), ("N", "P", "sampling"))
-        for key, eq, name in (
-            ("theory", "Eq. 17", "Eq. 17 (at w*)"),
-            ("averaged", "Eqs. 15, 30", "Eq. 15 averaged over M"),
+        for key, eq, name, paper in (
+            ("theory", "Eq. 17", "Eq. 17 (at w*)", "000"),
+            ("averaged", "Eqs. 15, 30", "Eq. 15 averaged over M of Eq. 30", "000"),
+            ("averaged_exact", "Eq. 15, exact M", "Eq. 15 averaged over the exact M", "000+"),
         ):
             rows += [
                 agreement(
@@ -323,6 +325,7 @@ def _sgd_noise_rows(ds: xr.Dataset, label: str) -> list[Agreement]:
                     cells["eig_C_sgd"],
                     cells[f"eig_C_{key}"],
                     cells["eig_C_sgd_se"],
+                    paper=paper,
                 ),
                 agreement(
                     label,
@@ -331,6 +334,7 @@ def _sgd_noise_rows(ds: xr.Dataset, label: str) -> list[Agreement]:
                     cells["trace_C_sgd"],
                     cells[f"trace_C_{key}"],
                     cells["trace_C_sgd_se"],
+                    paper=paper,
                 ),
             ]
     return rows

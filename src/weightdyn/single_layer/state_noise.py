@@ -180,6 +180,19 @@ def state_noise(
     return StateNoise(second, per_block, burnin, thin, per_block * thin, diverged)
 
 
+def _averaged_over_exact_m(
+    X: FloatArray, y: FloatArray, lr: float, batch_size: int, sampling: str
+) -> FloatArray | None:
+    """Eq. 15 averaged over SGD's exact stationary second moment (the discrete recursion,
+    :func:`weightdyn.single_layer.theory.discrete_stationary_covariance`): exact for SGD, since
+    C(w) is quadratic in w and the stationary mean is w*. None beyond the stability limit."""
+    try:
+        M = theory.discrete_stationary_covariance(X, y, lr, batch_size, sampling).M
+    except ValueError:  # no stationary second moment (lr at or beyond the limit)
+        return None
+    return theory.averaged_noise_covariance(X, y, batch_size, sampling, M)
+
+
 def _trace_with_se(second: FloatArray) -> tuple[float, float]:
     mean, se = stats.jackknife_of_mean(lambda m: np.trace(m, axis1=-2, axis2=-1), second)
     return float(mean), float(se)
@@ -198,26 +211,31 @@ def state_noise_dataset(
 
     Variables on ``mode`` (eigenvalues sorted descending): ``eig_C_sgd`` (+ ``_se``, jackknife
     over (replica, block) groups), ``eig_C_theory`` (Eq. 17 at w*), ``eig_C_averaged`` (Eq. 15
-    averaged over the Lyapunov M of Eq. 30); scalars: their traces (``trace_C_sgd_se``),
+    averaged over the Lyapunov M of Eq. 30), ``eig_C_averaged_exact`` (over SGD's exact discrete
+    M, beyond Eq. 30); scalars: their traces (``trace_C_sgd_se``),
     ``C_norm = sigma_x^2 sigma_eps^2 / S`` (stored, not applied), ``noise_prefactor`` (App. C),
     the schedule and the flags ``diverged``, ``interpolating`` (P <= N: no noise, NaN).
     """
     X, y = np.asarray(X, dtype=float), np.asarray(y, dtype=float)
     P, N = X.shape
     nan = np.full(N, np.nan)
-    eig_sgd = eig_se = eig17 = eig15 = nan
-    tr_sgd = tr_se = tr17 = tr15 = np.nan
+    eig_sgd = eig_se = eig17 = eig15 = eig_exact = nan
+    tr_sgd = tr_se = tr17 = tr15 = tr_exact = np.nan
     if P > N:
         C17 = theory.noise_covariance(X, y, batch_size, sampling)
         M = theory.stationary_covariance(theory.hessian(X), C17, lr)
         C15 = theory.averaged_noise_covariance(X, y, batch_size, sampling, M)
         eig17, eig15 = theory.sorted_eigenvalues(C17), theory.sorted_eigenvalues(C15)
         tr17, tr15 = float(np.trace(C17)), float(np.trace(C15))
+        C_exact = _averaged_over_exact_m(X, y, lr, batch_size, sampling)
+        if C_exact is not None:
+            eig_exact, tr_exact = theory.sorted_eigenvalues(C_exact), float(np.trace(C_exact))
         if not result.diverged:
             eig_sgd, eig_se = stats.eigenvalues_with_se(result.second)
             tr_sgd, tr_se = _trace_with_se(result.second)
     measured = f"{P000} Eqs. 10, 12, 14 at SGD states"
     eq15 = f"{P000} Eqs. 14-15 (corrected) averaged over M of Eq. 30"
+    exact = f"{P000} Eqs. 14-15 averaged over the exact discrete-time M (beyond Eq. 30)"
     flag = {"flag_values": np.array([0, 1], dtype=np.int8), "flag_meanings": "no yes"}
     spectra = {
         "eig_C_sgd": (
@@ -232,12 +250,18 @@ def state_noise_dataset(
             f"{P000} Eq. 17 (App. C prefactor)",
         ),
         "eig_C_averaged": (eig15, "eigenvalues of C(w) averaged over the stationary weights", eq15),
+        "eig_C_averaged_exact": (
+            eig_exact,
+            "eigenvalues of C(w) averaged over the exact SGD M",
+            exact,
+        ),
     }
     scalars = {
         "trace_C_sgd": (tr_sgd, "trace of the noise covariance at SGD states", measured),
         "trace_C_sgd_se": (tr_se, "jackknife standard error of trace_C_sgd", measured),
         "trace_C_theory": (tr17, "trace of C at w*", f"{P000} Eq. 17"),
         "trace_C_averaged": (tr15, "trace of C(w) averaged over the stationary weights", eq15),
+        "trace_C_averaged_exact": (tr_exact, "trace of C(w) averaged over the exact SGD M", exact),
         "C_norm": (
             sigma_eps2 / (N * batch_size),
             "noise-spectrum normalisation sigma_x^2 sigma_eps^2 / S",
