@@ -134,13 +134,24 @@ def variance_vs_size(ds: xr.Dataset) -> plt.Figure:
     top.legend(frameon=False, loc="upper right", fontsize=6.5)
     mid.legend(frameon=False, loc="upper right", fontsize=6.5)
     bottom.legend(frameon=False, loc="lower left", fontsize=6.5, ncols=2)
-    top.set_title(
-        _title(sim, ("P", "lr", "batch_size", "sigma_eps2"))
-        + f"\nbars: $\\pm$1 s.e. (jackknife over replica time blocks), mostly smaller than the "
-        f"markers;\nbands: $\\pm$1 s.d. of the theory over {n_sets} data sets",
-        fontsize=7.5,
-    )
+    top.set_title(_error_note(sim, mean, spread, n_sets), fontsize=7.5)
     return fig
+
+
+def _error_note(sim: xr.Dataset, mean: xr.Dataset, spread: xr.Dataset, n_sets: int) -> str:
+    """Title of Fig. 4a: the fixed axes and what the error bars and bands are, with the largest
+    relative error bar (bars below about 2 % hide behind the markers)."""
+    largest = [
+        float(np.nanmax((np.hypot(mean[f"{k}_se"], spread[k]) / mean[k]).where(mean[k] > 0)))
+        for k in ("var_w_sgd", "var_w_spatial_sgd")
+    ]
+    return (
+        _title(sim, ("P", "lr", "batch_size", "sigma_eps2"))
+        + "\nbars: $\\pm$1 s.e. (jackknife over replica time blocks), at most "
+        + f"{100 * largest[0]:.2g} % (temporal), {100 * largest[1]:.2g} % (spatial)"
+        + "\nof the value: mostly hidden by the markers; bands: $\\pm$1 s.d. over "
+        + f"{n_sets} data sets"
+    )
 
 
 def _loss_panel(ax: plt.Axes, mean: xr.Dataset, spread: xr.Dataset, method: str) -> None:

@@ -111,7 +111,15 @@ def fig1a(ds: xr.Dataset) -> plt.Figure:
         fontsize=8.5,
     )
     styles = [
-        plt.Line2D([], [], color="0.3", marker="o", ms=3.5, lw=0, label="measured ($\\pm$1 s.e.)"),
+        plt.Line2D(
+            [],
+            [],
+            color="0.3",
+            marker="o",
+            ms=3.5,
+            lw=0,
+            label="measured ($\\pm$1 s.e., mostly hidden by the markers)",
+        ),
         plt.Line2D([], [], color="0.3", lw=1, label="exact (Haar): $N(P-N)/(P(P-1)(P+2))$"),
         plt.Line2D([], [], color="0.3", ls=":", lw=1.2, label="paper: $\\propto P^{-1.8}N^{-1}$"),
     ]
@@ -122,7 +130,7 @@ def fig1a(ds: xr.Dataset) -> plt.Figure:
     right.set_xlabel("$P/N$")
     right.set_ylabel(r"$\mathrm{var}(\mathcal{P}_{\mu\nu})\,P^2/N$")
     right.set_title("scaled: exact $\\to 1 - N/P$", fontsize=8.5)
-    right.legend(frameon=False, loc="lower right")
+    _style_legend(right, styles[:2], loc="lower right", fontsize=7)
     return fig
 
 
@@ -249,9 +257,9 @@ def _main_P(ds: xr.Dataset, main_P: Sequence[int] | None) -> list[int]:
     return sorted({int(Ps[0]), int(Ps[np.argmin(np.abs(np.log(Ps / geo)))]), int(Ps[-1])})
 
 
-def _fig2b_inset(ax: plt.Axes, ds: xr.Dataset) -> None:
-    """Largest and smallest eigenvalue of Eq. 17 (solid) and Eq. 20 (dashed) vs P/N."""
-    inset = ax.inset_axes([0.17, 0.14, 0.4, 0.3])
+def _fig2b_extremes(inset: plt.Axes, ds: xr.Dataset) -> None:
+    """Largest and smallest eigenvalue of Eq. 17 (solid) and Eq. 20 (dashed) vs P/N (the
+    paper's inset, drawn beside the spectra so that neither hides the other)."""
     norm = ds["C_norm"].values[:, None]
     x = ds["P"].values / ds["N"].values
     for key, ls in (("eig_C_theory", "-"), ("eig_C_hessian", "--")):
@@ -263,18 +271,16 @@ def _fig2b_inset(ax: plt.Axes, ds: xr.Dataset) -> None:
     inset.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
     inset.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     inset.xaxis.set_minor_formatter(NullFormatter())
-    inset.set_xlabel("$P/N$", fontsize=7, labelpad=1)
-    inset.tick_params(labelsize=6)
-    for text, y, color in (("max", 0.30, "C3"), ("min", 0.08, "C0")):
-        inset.text(0.97, y, text, color=color, fontsize=7, ha="right", va="bottom",
-                   transform=inset.transAxes)  # fmt: skip
+    inset.set_xlabel("$P/N$")
+    inset.set_ylabel(r"extreme eigenvalue / $(\sigma_x^2\sigma_\epsilon^2/S)$")
+    inset.set_title("inset of the paper: max (red), min (blue)", fontsize=8)
 
 
 @styled
 def fig2b(
     ds: xr.Dataset, sampling: str = "with", main_P: Sequence[int] | None = None
 ) -> plt.Figure:
-    """Fig. 2b: eigenvalues of Eq. 17 (solid) vs Eq. 20 (dashed); inset: extremes vs ``P/N``.
+    """Fig. 2b: eigenvalues of Eq. 17 (solid) vs Eq. 20 (dashed); right: extremes vs ``P/N``.
 
     Cells (simulated or theory-only, ``n_batches = 0``) of ``noise_spectrum`` sweeps at one
     ``N``, ``S``, ``sigma_eps2`` and data set, of one ``sampling`` (default ``with``; the only
@@ -286,7 +292,9 @@ def fig2b(
     present = sorted(np.unique(ds["sampling"].values))
     ds = _cells(ds, ds["sampling"].values == (sampling if sampling in present else present[0]))
     ds = _one_per_P(_spectrum_cells(ds, "fig2b"))
-    fig, ax = plt.subplots(figsize=(4.6, 4.4), layout="constrained")
+    fig, (ax, side) = plt.subplots(
+        1, 2, figsize=(7.6, 4.0), layout="constrained", gridspec_kw={"width_ratios": [1.4, 1]}
+    )
     main = _main_P(ds, main_P)
     for P, color in zip(main, _colors(len(main)), strict=True):
         cell = _cells(ds, ds["P"].values == P).isel(cell=0)
@@ -298,8 +306,6 @@ def fig2b(
         ax.plot(mode, th[ok], "-", color=color, lw=1.5, label=f"$P/N = {ratio:.3g}$")
         ax.plot(mode, hs[ok], "--", color=color, lw=1.2)
     ax.set_yscale("log")
-    low, high = ax.get_ylim()
-    ax.set_ylim(low * 1e-3, high)  # room for the inset below the spectra
     ax.set_xlabel("mode index $i$ (sorted)")
     ax.set_ylabel(r"eigenvalue of $C$ / $(\sigma_x^2\sigma_\epsilon^2/S)$")
     handles, labels = ax.get_legend_handles_labels()
@@ -315,7 +321,7 @@ def fig2b(
         ncols=3,
     )
     ax.set_title(_title(ds), fontsize=9)
-    _fig2b_inset(ax, ds)
+    _fig2b_extremes(side, ds)
     return fig
 
 

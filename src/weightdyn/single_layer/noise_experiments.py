@@ -442,8 +442,9 @@ NOISE_SPECTRUM = Experiment(
             plots.fig2b,
             "**Paper 000, Fig. 2b.** Eigenvalues of the noise covariance C = XKXᵀ/S at w* "
             "(Eq. 17, solid) against the Hessian approximation σ_ε²H/S (Eq. 20, dashed), divided "
-            "by σ_x²σ_ε²/S; inset: largest and smallest eigenvalues against P/N, including the "
-            "theory-only cells (n_batches = 0).",
+            "by σ_x²σ_ε²/S; right (the paper's inset): largest and smallest eigenvalues "
+            "against P/N, including the theory-only cells (n_batches = 0). Theory only: no "
+            "error bars.",
         ),
     },
     default_figures=("fig2a", "fig2b"),
