@@ -227,6 +227,10 @@ def test_fig3_claims_in_the_dataset(relaxation_run) -> None:
     assert ds["loss_sgd_mean"].values[~after][-1] > level
     omega0, dz0 = run.omega[0], run.z_init[0] - run.z_star[0]
     assert float(ds["slow_mode_initial_loss"]) == pytest.approx(0.5 * omega0 * dz0**2, rel=1e-12)
+    slow = run.omega < rx.SLOW_FACTOR * omega0
+    block = 0.5 * np.sum((run.omega * (run.z_init - run.z_star) ** 2)[slow])
+    assert float(ds["slow_modes_initial_loss"]) == pytest.approx(block, rel=1e-12)
+    assert float(ds["slow_modes_initial_loss"]) >= float(ds["slow_mode_initial_loss"])
 
 
 def test_run_deviation_in_units_of_the_relaxation_distance() -> None:

@@ -137,12 +137,14 @@ def _loss_text(ds: xr.Dataset) -> str:
     omega0 = float(ds["omega"].isel(mode=0))
     lines = [rf"loss: $L^* = {L_star:.3g}$, $1/\omega_0 = {1.0 / omega0:.3g}$"]
     if "loss_settle_time" in ds:
-        start, solution = (float(ds[v]) / L_star for v in ("slow_mode_initial_loss",
-                                                           "slow_mode_solution_loss"))  # fmt: skip
+        names = ("slow_mode_initial_loss", "slow_mode_solution_loss", "slow_modes_initial_loss")
+        start, solution, block = (float(ds[v]) / L_star for v in names)
         lines[0] += rf", $t_s = {float(ds['loss_settle_time']):.3g}$"
         lines += [
             rf"$\omega_0(z_0(0)-z_0^*)^2/2L^* = {start:.2g}$, "
             rf"$\omega_0 z_0^{{*2}}/2L^* = {solution:.2g}$",
+            r"modes $\omega_k < 10\,\omega_0$: "
+            rf"$\Sigma_k\,\omega_k(z_k(0)-z_k^*)^2/2L^* = {block:.2g}$",
             r"($t_s$: mean $L$ stays within 10 % of $L^* + \mathrm{tr}(HM)/2$)",
         ]
     return "\n".join(lines)

@@ -54,6 +54,8 @@ __all__ = [
 
 #: the loss has settled once it stays within this fraction above its stationary value
 SETTLE_TOLERANCE = 0.1
+#: the slow modes whose share of the loss decides when it settles: omega_k < SLOW_FACTOR omega_0
+SLOW_FACTOR = 10.0
 
 P000 = "paper 000"
 
@@ -403,6 +405,7 @@ def _claim_variables(run: RelaxationRun) -> dict[str, tuple]:
     level = (1.0 + SETTLE_TOLERANCE) * (run.L_star + 0.25 * run.lr * np.sum(run.C_tilde_diag))
     z_exp = exponential_mean_modes(run.z_init, run.z_star, run.omega, run.time)
     omega0, dz0 = float(run.omega[0]), float(run.z_init[0] - run.z_star[0])
+    slow = run.omega < SLOW_FACTOR * omega0
     settle = f"replica-mean loss within {SETTLE_TOLERANCE:g} of L* + tr(HM)/2"
     return {
         "sign_changes_sgd": (("replica", "mode"), sign_changes(run.z).astype(np.int64),
@@ -419,6 +422,10 @@ def _claim_variables(run: RelaxationRun) -> dict[str, tuple]:
         "slow_mode_initial_loss": _var((), 0.5 * omega0 * dz0**2,
                                        "slow mode's initial excess loss omega_0 (z_0(0)-z_0*)^2/2",
                                        f"{P000} Eq. 26"),
+        "slow_modes_initial_loss": _var(
+            (), 0.5 * float(np.sum((run.omega * (run.z_init - run.z_star) ** 2)[slow])),
+            f"initial excess loss of the {int(slow.sum())} modes with omega_k < "
+            f"{SLOW_FACTOR:g} omega_0", f"{P000} Eq. 26"),
         "slow_mode_solution_loss": _var((), 0.5 * omega0 * float(run.z_star[0]) ** 2,
                                         "slow mode's loss scale omega_0 z_0*^2/2",
                                         f"{P000} Eq. 26"),
