@@ -196,20 +196,13 @@ def fig3(ds: xr.Dataset, modes: Sequence[int] = (0, 10, 20)) -> plt.Figure:
     """
     cells = split_cells(ds)
     shown = [int(k) for k in modes if int(k) < min(c.sizes["mode"] for c in cells)]
-    fig, axes = plt.subplots(
-        len(cells),
-        len(shown) + 1,
-        figsize=(3.0 * (len(shown) + 1), 3.0 * len(cells) + 0.8),
-        layout="constrained",
-        squeeze=False,
-    )
-    for row, cell in zip(axes, cells, strict=True):
+    fig = plt.figure(figsize=(3.0 * (len(shown) + 1), 3.3 * len(cells) + 0.6), layout="constrained")
+    rows = fig.subfigures(len(cells), 1, squeeze=False)[:, 0]
+    for row, cell in zip(rows, cells, strict=True):
+        axes = row.subplots(1, len(shown) + 1)
         for j, k in enumerate(shown):
-            _mode_panel(row[j], cell, k, f"C{j}")
-        _loss_panel(row[-1], cell)
-        if len(cells) > 1:
-            row[0].annotate(_row_title(cell), (0, 1.32), xycoords="axes fraction", fontsize=8)
-    if len(cells) == 1:
-        fig.suptitle(_row_title(cells[0]), fontsize=9)
+            _mode_panel(axes[j], cell, k, f"C{j}")
+        _loss_panel(axes[-1], cell)
+        row.suptitle(_row_title(cell), fontsize=9)
     _legend(fig, cells[0].sizes["replica"])
     return fig
