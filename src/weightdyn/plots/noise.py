@@ -487,7 +487,7 @@ def fig2a_sgd(ds: xr.Dataset) -> plt.Figure:
         handles + styles,
         labels + [s.get_label() for s in styles],
         loc="outside lower center",
-        ncols=3,
+        ncols=len(samplings) + 1,
         frameon=False,
     )
     fig.suptitle(f"{_title(ds)}, $\\lambda = {_value(ds, 'lr'):g}$", fontsize=9)

@@ -37,7 +37,7 @@ __all__ = ["StateNoise", "noise_at_states", "state_noise", "state_noise_dataset"
 
 FloatArray = NDArray[np.float64]
 P000 = "paper 000"
-#: residual entries (states x samples) per kernel call: bounds the memory of a chunk (32 MB)
+#: gathered batch entries (states x S x N) per kernel call: bounds a chunk's memory (32 MB)
 _CHUNK_ENTRIES = 4_000_000
 
 
@@ -69,12 +69,14 @@ def noise_at_states(
     """``xi = grad L_B(w) - grad L(w)`` (Eqs. 10, 12) at each row ``w`` of ``W`` (n, N), one
     fresh mini-batch ``B`` of size ``S`` per row; returns (n, N)."""
     X, W = np.asarray(X, dtype=float), np.atleast_2d(np.asarray(W, dtype=float))
+    y = np.asarray(y, dtype=float)
     P = X.shape[0]
-    r = W @ X.T - np.asarray(y, dtype=float)  # residuals (n, P)
     idx = _draw_batches(rng, P, int(batch_size), W.shape[0], sampling)
-    rb = np.take_along_axis(r, idx, axis=1)  # (n, S)
-    batch = np.einsum("ns,nsi->ni", rb, X[idx]) / batch_size
-    return batch - r @ X / P
+    xb = X[idx]  # (n, S, N)
+    rb = np.einsum("nsi,ni->ns", xb, W) - y[idx]  # residuals on the batch
+    batch = np.einsum("ns,nsi->ni", rb, xb) / batch_size
+    full = W @ (X.T @ X / P) - X.T @ y / P  # grad L(w) = H w - X^T y / P, O(N^2) per state
+    return batch - full
 
 
 def _schedule(
@@ -157,7 +159,7 @@ def state_noise(
         diverged |= bool(flags.any())
         return rec
 
-    chunk = max(1, _CHUNK_ENTRIES // (R * P))
+    chunk = max(1, _CHUNK_ENTRIES // (R * S * N))
     with one_blas_thread():
         while not diverged and done < burnin:
             advance(0, min(burnin - done, 2**20))
