@@ -550,7 +550,12 @@ def relaxation_dataset(run: RelaxationRun, sigma_x2: float | None = None) -> xr.
     the stationary tr(HM)/2) (t); ``omega``, ``z_star``, ``z_init`` (mode); scalars
     ``optimal_loss``, ``stationary_excess_loss``, ``omega_min``; the rates ``omega_fit``,
     ``omega_fit_se`` (:func:`fit_relaxation_rates`) and ``omega_discrete``
-    (:func:`discrete_rates`) (mode); the flag ``diverged``; and, if ``sigma_x2`` is given,
+    (:func:`discrete_rates`) (mode); the flag ``diverged``; the claims of the text after
+    Eq. 27: ``sign_changes_sgd`` (replica, mode) and ``sign_changes_theory`` (mode, Eq. 27),
+    ``run_deviation`` (replica, mode, :func:`run_deviation`), ``loss_settle_time`` and
+    ``loss_settle_level`` (:func:`loss_settle_time` of the replica-mean loss), the slow mode's
+    ``slow_mode_initial_loss``, ``slow_mode_solution_loss`` and the share of the modes below
+    ``SLOW_FACTOR omega_0``, ``slow_modes_initial_loss``; and, if ``sigma_x2`` is given,
     ``mp_lower_edge``, ``mp_lower_edge_paper``, ``omega_min_over_mp_edge``. The time dimension is
     ``t``, not ``time``: CF checkers take a dimension named ``time`` for calendar time.
     """
