@@ -53,8 +53,9 @@ def _value(ds: xr.Dataset, key: str) -> object:
     return values[0].item() if values.size == 1 else None
 
 
-def _colors(n: int) -> np.ndarray:
-    return plt.cm.viridis(np.linspace(0.0, 0.85, max(n, 1)))
+def _colors(n: int, start: float = 0.0) -> np.ndarray:
+    """``n`` viridis colours from ``start`` (0.25 keeps black dashed theory visible on them)."""
+    return plt.cm.viridis(np.linspace(start, 0.85, max(n, 1)))
 
 
 def _log_axes(ax: plt.Axes, x: bool = True, y: bool = True) -> None:
@@ -187,7 +188,7 @@ def _spectrum_cells(ds: xr.Dataset, figure: str) -> xr.Dataset:
 
 def _fig2a_panel(ax: plt.Axes, ds: xr.Dataset) -> None:
     """Empirical spectra (band +-2 s.e.) and Eq. 17 of one sampling mode, one curve per P."""
-    for i, color in enumerate(_colors(ds.sizes["cell"])):
+    for i, color in enumerate(_colors(ds.sizes["cell"], start=0.25)):
         cell = ds.isel(cell=i)
         norm = float(cell["C_norm"])
         emp, se, th = (
