@@ -264,6 +264,13 @@ def _fig4_rows(ds: xr.Dataset, dynamics: str, label: str) -> list[Agreement]:
             agreement(label, "SGD training loss vs L* + tr(HM)/2", "Eqs. 9, 26, 30",
                       ds["train_loss"], ds["train_loss_theory"], ds["train_loss_se"]),
         ]  # fmt: skip
+        if "var_w_spatial_sgd" in ds:
+            fluctuating = ds["N"] < ds["P"]
+            rows.append(agreement(
+                label, "SGD spatial weight variance vs (1/N)[w*^T Pi w* + tr(Pi M)] (N < P)",
+                "Eqs. 7, 30", ds["var_w_spatial_sgd"].where(fluctuating),
+                ds["var_w_spatial_theory"], ds["var_w_spatial_sgd_se"].where(fluctuating),
+            ))  # fmt: skip
     return rows
 
 
