@@ -240,6 +240,8 @@ def test_spatial_variance_of_sgd_against_w_star_and_m(tmp_path: Path) -> None:
     gap = abs(sgd["var_w_spatial_sgd"] - sgd["var_w_spatial_theory"])
     assert np.all(fluct > 0)
     assert np.all(gap <= 4 * sgd["var_w_spatial_sgd_se"] + 0.1 * fluct)
+    (row,) = [r for r in EXP.agreement(sgd, "a") if "spatial" in r.compared]
+    assert row.points == 2
     more = run_sweep("t", {"P": 12, "N": [3, 6], "batch_size": 3, "lr": 0.2, "dynamics": "none",
                            "data_seed": [1, 2], **protocol})  # fmt: skip
     both = xr.concat([sgd, more], dim="cell", data_vars="all", join="outer")
