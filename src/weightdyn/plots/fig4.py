@@ -125,14 +125,17 @@ def variance_vs_size(ds: xr.Dataset) -> plt.Figure:
     mid.errorbar(
         x, mean["var_w_spatial_sgd"], yerr=err, color="C2", label=f"{method}, spatial", **SIM
     )
-    _theory_band(mid, cells, "var_w_spatial_theory", "--", "C2", "from $w^*$, $M$ (Eqs. 7, 30)")
+    mid.plot(
+        x, mean["var_w_spatial_theory"], "-.", color="C2", lw=1, label="Eqs. 7, 30, this data set"
+    )
+    _theory_band(mid, cells, "var_w_spatial_theory", "--", "C2", "Eqs. 7, 30, data-set mean")
     mid.set_yscale("log")
     mid.set_ylabel(r"spatial $\langle\delta w_i(t\to\infty)^2\rangle_i$")
     _loss_panel(bottom, mean, spread, method)
     for ax in (top, mid, bottom):
         ax.axvline(1.0, color="0.6", lw=0.8, zorder=0)
-    top.legend(frameon=False, loc="upper right", fontsize=6.5)
-    mid.legend(frameon=False, loc="upper right", fontsize=6.5)
+    top.legend(frameon=False, loc="center right", fontsize=6.5)
+    mid.legend(frameon=False, loc="lower right", fontsize=6.5)
     bottom.legend(frameon=False, loc="lower left", fontsize=6.5, ncols=2)
     top.set_title(_error_note(sim, mean, spread, n_sets), fontsize=7.5)
     return fig
