@@ -174,5 +174,5 @@ def test_relaxation_beyond_stability_is_flagged() -> None:
     assert int(ds["diverged"].item()) == 1
     assert np.isnan(ds["omega_fit"]).all()
     fig = experiments.get("relaxation").figures["fig3"].plot(ds)
-    assert "diverged" in fig.axes[0].get_title()
+    assert "diverged" in fig.subfigs[0].get_suptitle()
     plt.close(fig)

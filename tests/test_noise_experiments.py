@@ -17,7 +17,7 @@ from weightdyn.plots import noise as plots
 from weightdyn.single_layer import noise
 from weightdyn.single_layer.noise_experiments import EXPERIMENTS
 
-NAMES = ("noise_spectrum", "projector", "k_diagonal", "hessian_basis")
+NAMES = ("noise_spectrum", "projector", "k_diagonal", "hessian_basis", "sgd_noise")
 SPECTRUM = {"experiment": "noise_spectrum", "N": 4, "p_over_n": [2.0, 3.0], "batch_size": 2,
             "sampling": ["with", "without"], "sigma_eps2": 0.25, "n_batches": 200,
             "n_test": 5}  # fmt: skip
@@ -131,8 +131,9 @@ def test_spectrum_sweep_rows_and_figures() -> None:
     assert len(fig.axes) == 1
     plt.close(fig)
     fig = plots.fig2b(both)
-    main = fig.axes[0]
-    assert len(main.get_lines()) == 4 and len(main.child_axes[0].get_lines()) == 4
+    main, extremes = fig.axes
+    assert len(main.get_lines()) == 4 and len(extremes.get_lines()) == 4
+    assert extremes.get_ylabel() and extremes.get_xlabel()
     plt.close(fig)
 
 

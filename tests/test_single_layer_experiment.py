@@ -226,3 +226,32 @@ def test_sgf_step_covers_the_sde_time_of_the_sgd_protocol() -> None:
     eq30, euler = runs[1.0]["eig_M_lyapunov"].values, runs[1.0]["eig_M_euler"].values
     finer = runs[0.5]["eig_M_euler"].values
     assert np.all(np.abs(finer - eq30) < np.abs(euler - eq30))
+
+
+def test_spatial_variance_of_sgd_against_w_star_and_m(tmp_path: Path) -> None:
+    """Fig. 4a: the variance across the weights at fixed time, measured on stationary SGD, is
+    (1/N)[w*^T Pi w* + tr(Pi M)] within 4 s.e. plus 10 % of its fluctuation part tr(Pi M)/N
+    (Eq. 30 neglects O(lr) terms); the view with theory-only data sets draws the data-set band."""
+    protocol = {**TINY, "replicas": 8, "sample_steps": 20000, "burnin_max_steps": 5000}
+    sgd = run_sweep("a", {"P": 12, "N": [3, 6], "batch_size": 3, "lr": 0.2, **protocol})
+    fluct = sgd["var_w_spatial_theory"] - [
+        np.var(theory_w_star(sgd.isel(cell=i))) for i in range(sgd.sizes["cell"])
+    ]
+    gap = abs(sgd["var_w_spatial_sgd"] - sgd["var_w_spatial_theory"])
+    assert np.all(fluct > 0)
+    assert np.all(gap <= 4 * sgd["var_w_spatial_sgd_se"] + 0.1 * fluct)
+    (row,) = [r for r in EXP.agreement(sgd, "a") if "spatial" in r.compared]
+    assert row.points == 2
+    more = run_sweep("t", {"P": 12, "N": [3, 6], "batch_size": 3, "lr": 0.2, "dynamics": "none",
+                           "data_seed": [1, 2], **protocol})  # fmt: skip
+    both = xr.concat([sgd, more], dim="cell", data_vars="all", join="outer")
+    fig = EXP.figures["variance_vs_size"].plot(both)
+    assert [ax.get_ylabel()[:8] for ax in fig.axes] == ["temporal", "spatial ", "loss (tr"]
+    save(fig, [str(tmp_path / "a.png")], dpi=60)
+
+
+def theory_w_star(cell: xr.Dataset) -> np.ndarray:
+    """w* of a stacked cell's data set (Eq. 7)."""
+    params = {k: cell[k].item() for k in ("N", "P", "sigma_eps2", "data_seed")}
+    data = cell_data({**params, "n_test": TINY["n_test"]})
+    return np.linalg.lstsq(data.X, data.y, rcond=None)[0]

@@ -187,3 +187,54 @@ def test_rate_fit_on_exact_exponentials() -> None:
     assert np.all(se < 1e-4)
     rate, _ = rx.fit_relaxation_rates(z[:4], np.ones(2), t[:4])
     assert np.isnan(rate).all()
+
+
+def test_sign_changes_skip_zeros_and_nan() -> None:
+    z = np.array([[1.0, 2.0], [-1.0, 0.0], [0.0, np.nan], [-2.0, -1.0], [3.0, -1.0]])
+    np.testing.assert_array_equal(rx.sign_changes(z), [2, 1])
+    # Eq. 27 crosses zero at most once: z* + e^{-omega t}(z(0) - z*)
+    t = np.geomspace(1e-2, 1e3, 200)
+    z27 = rx.exponential_mean_modes([1.0, 1.0, -2.0], [-0.5, 2.0, -1.0], [0.1, 1.0, 3.0], t)
+    np.testing.assert_array_equal(rx.sign_changes(z27), [1, 0, 0])
+
+
+def test_loss_settle_time() -> None:
+    t = np.arange(6.0)
+    loss = np.array([5.0, 1.0, 3.0, 1.0, 0.9, 1.0])
+    assert rx.loss_settle_time(t, loss, 1.0) == 3.0
+    assert rx.loss_settle_time(t, loss, 10.0) == 0.0
+    assert np.isnan(rx.loss_settle_time(t, loss, 0.95))
+    assert np.isnan(rx.loss_settle_time(t, np.append(loss[:-1], np.nan), 1.0))
+
+
+def test_fig3_claims_in_the_dataset(relaxation_run) -> None:
+    """Sign changes of single runs vs Eq. 27 (at most one), the settle time of the mean loss and
+    the slow mode's share of the loss (text after Eq. 27)."""
+    run, _ = relaxation_run
+    ds = rx.relaxation_dataset(run)
+    assert ds["sign_changes_sgd"].dims == ("replica", "mode")
+    np.testing.assert_array_equal(
+        ds["sign_changes_sgd"].isel(replica=0), rx.sign_changes(run.z[:, 0])
+    )
+    assert int(ds["sign_changes_theory"].max()) <= 1
+    # the fast modes fluctuate about z* once relaxed, so single runs cross zero where z* ~ 0
+    assert int(ds["sign_changes_sgd"].sum()) > int(ds["sign_changes_theory"].sum())
+    level = (1 + rx.SETTLE_TOLERANCE) * (run.L_star + float(ds["stationary_excess_loss"]))
+    assert float(ds["loss_settle_level"]) == pytest.approx(level, rel=1e-12)
+    t_s = float(ds["loss_settle_time"])
+    after = ds["t"].values >= t_s
+    assert np.all(ds["loss_sgd_mean"].values[after] <= level)
+    assert ds["loss_sgd_mean"].values[~after][-1] > level
+    omega0, dz0 = run.omega[0], run.z_init[0] - run.z_star[0]
+    assert float(ds["slow_mode_initial_loss"]) == pytest.approx(0.5 * omega0 * dz0**2, rel=1e-12)
+    slow = run.omega < rx.SLOW_FACTOR * omega0
+    block = 0.5 * np.sum((run.omega * (run.z_init - run.z_star) ** 2)[slow])
+    assert float(ds["slow_modes_initial_loss"]) == pytest.approx(block, rel=1e-12)
+    assert float(ds["slow_modes_initial_loss"]) >= float(ds["slow_mode_initial_loss"])
+
+
+def test_run_deviation_in_units_of_the_relaxation_distance() -> None:
+    z_mean = np.array([[2.0, 0.0], [1.0, 0.5], [0.0, 1.0]])  # z(0) = (2, 0), z* = (0, 1)
+    runs = z_mean[:, None, :] + np.array([[[0.0, 0.0]], [[0.5, -0.1]], [[-0.2, 0.3]]])
+    got = rx.run_deviation(runs, z_mean, [2.0, 0.0], [0.0, 1.0])
+    np.testing.assert_allclose(got, [[0.25, 0.3]])

@@ -93,7 +93,8 @@ def test_figures_drawn(test_run: Path) -> None:
     print(len(figures), "figures")
     for name in ("fig4a/variance_vs_size.png", "question_a/dynamics_vs_lr.png",
                  "question_b/fig3.png", "question_c/fig5a.png", "two_layer_tiny/fig7a.png",
-                 "fig2a_with.png", "e1_width/gap_vs_N.png", "table1/table.png"):  # fmt: skip
+                 "fig2a_with.png", "noise_sgd/fig2a.png", "e1_width/gap_vs_N.png",
+                 "table1/table.png"):  # fmt: skip
         assert name in names, name
     assert all(p.stat().st_size > 5_000 for p in figures)
 

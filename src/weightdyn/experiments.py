@@ -249,6 +249,7 @@ REGISTRY: dict[str, str] = {
     "projector": "weightdyn.single_layer.noise_experiments",
     "k_diagonal": "weightdyn.single_layer.noise_experiments",
     "hessian_basis": "weightdyn.single_layer.noise_experiments",
+    "sgd_noise": "weightdyn.single_layer.noise_experiments",
     "relaxation": "weightdyn.single_layer.dynamics_experiments",
     "perturbation": "weightdyn.single_layer.dynamics_experiments",
     "table1": "weightdyn.single_layer.dynamics_experiments",

@@ -7,6 +7,7 @@ one coordinate per axis (``N``, ``P``, ``lr``, ..., ``dynamics``). One axis vari
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
@@ -65,37 +66,110 @@ def _title(sel: xr.Dataset, fixed: Sequence[str]) -> str:
     return ", ".join(parts)
 
 
+def _simulated_and_theory(ds: xr.Dataset) -> tuple[xr.Dataset, xr.Dataset]:
+    """(simulated cells, all cells) of a Fig. 4a view: the SGD cells and the theory-only cells
+    (``dynamics: none``, e.g. more data sets) that only add to the data-set average of Eq. 30."""
+    require_one_value(ds, ("N", "dynamics"), "variance_vs_size", AXES)
+    require_variables(ds, SIMULATED, "variance_vs_size", NO_SIM)
+    dynamics = ds["dynamics"].values if "dynamics" in ds.coords else np.full(ds.sizes["cell"], "")
+    if np.unique(dynamics[dynamics != "none"]).size > 1:
+        raise ValueError("variance_vs_size: the simulated cells vary in 'dynamics'; select one")
+    cells = ds.assign_coords(n_over_p=("cell", (ds["N"] / ds["P"]).values))
+    return cells.isel(cell=np.flatnonzero(dynamics != "none")), cells
+
+
+def _theory_band(
+    ax: plt.Axes, cells: xr.Dataset, key: str, style: str, color: str, label: str
+) -> int:
+    """Mean of ``key`` over the data sets at each N/P (line), band +-1 s.d. over them; returns
+    the number of data sets."""
+    grouped = cells[key].groupby("n_over_p")
+    with warnings.catch_warnings():  # one data set: no spread, NaN filled with 0
+        warnings.simplefilter("ignore", RuntimeWarning)
+        mean, sd = grouped.mean("cell"), grouped.std("cell", ddof=1).fillna(0.0)
+    x = mean["n_over_p"].values
+    ax.plot(x, mean, style, color=color, lw=1.1, label=label)
+    ax.fill_between(x, mean - sd, mean + sd, color=color, alpha=0.18, lw=0)
+    return int(grouped.count("cell").max())
+
+
 @styled
 def variance_vs_size(ds: xr.Dataset) -> plt.Figure:
-    """Fig. 4a: mean temporal weight variance vs N/P (SGD, Eq. 30, Eq. 34), train and test loss."""
-    sel = _checked(ds, ("N",), "variance_vs_size", simulated=True)
-    sel = sel.assign_coords(n_over_p=("cell", (sel["N"] / sel["P"]).values))
-    mean, spread = mean_over_seeds(sel, "n_over_p")
+    """Fig. 4a: temporal and spatial weight variance vs N/P (SGD, Eqs. 30, 34), train and test
+    loss.
+
+    ``ds``: cells of the ``single_layer`` experiment at one P (and lr, S, ...), N varying; SGD
+    cells (one data set each, drawn as measured) and optionally theory-only cells
+    (``dynamics: none``) of further data sets. Top: the temporal variance
+    ``<<dw_i(t)^2>_t>_i`` of SGD (+-1 s.e.) against tr M / N of Eq. 30 for the simulated data
+    set and averaged over all data sets (band: +-1 s.d. over data sets), and Eq. 34. Middle: the
+    spatial variance ``<dw_i(t)^2>_i`` (filled circles) against (1/N)[w*^T Pi w* + tr(Pi M)].
+    Bottom: losses against Eqs. 9, 30.
+    """
+    sim, cells = _simulated_and_theory(ds)
+    mean, spread = mean_over_seeds(sim, "n_over_p")
     x = mean["n_over_p"].values
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(4.2, 5.0), sharex=True, layout="constrained")
-    sim_err = np.hypot(mean["var_w_sgd_se"], spread["var_w_sgd"])
-    method = _method(sel)
-    top.errorbar(
-        x, mean["var_w_sgd"], yerr=sim_err, color="C0", label=f"{method} ($\\pm$1 s.e.)", **SIM
+    fig, (top, mid, bottom) = plt.subplots(
+        3, 1, figsize=(4.4, 7.2), sharex=True, layout="constrained"
     )
-    top.plot(x, mean["var_w_theory"], "-.", color="C3", label="Eq. 30: tr$M$/$N$")
+    method = _method(sim)
+    err = np.hypot(mean["var_w_sgd_se"], spread["var_w_sgd"])
+    top.errorbar(
+        x, mean["var_w_sgd"], yerr=err, color="C0", mfc="white", label=f"{method}, temporal", **SIM
+    )
+    top.plot(x, mean["var_w_theory"], "-.", color="C3", lw=1, label="Eq. 30, this data set")
+    n_sets = _theory_band(top, cells, "var_w_theory", "-", "C3", "Eq. 30, data-set mean")
     top.plot(x, mean["M_isotropic"], ":", color="k", label=r"Eq. 34: $\lambda\sigma_\epsilon^2/2S$")
-    top.set_ylabel(r"$\langle\langle\delta w_i(t)^2\rangle_t\rangle_i$")
+    top.set_ylabel(r"temporal $\langle\langle\delta w_i(t)^2\rangle_t\rangle_i$")
+    err = np.hypot(mean["var_w_spatial_sgd_se"], spread["var_w_spatial_sgd"])
+    mid.errorbar(
+        x, mean["var_w_spatial_sgd"], yerr=err, color="C2", label=f"{method}, spatial", **SIM
+    )
+    mid.plot(
+        x, mean["var_w_spatial_theory"], "-.", color="C2", lw=1, label="Eqs. 7, 30, this data set"
+    )
+    _theory_band(mid, cells, "var_w_spatial_theory", "--", "C2", "Eqs. 7, 30, data-set mean")
+    mid.set_yscale("log")
+    mid.set_ylabel(r"spatial $\langle\delta w_i(t\to\infty)^2\rangle_i$")
+    _loss_panel(bottom, mean, spread, method)
+    for ax in (top, mid, bottom):
+        ax.axvline(1.0, color="0.6", lw=0.8, zorder=0)
+    top.legend(frameon=False, loc="center right", fontsize=6.5)
+    mid.legend(frameon=False, loc="lower right", fontsize=6.5)
+    bottom.legend(frameon=False, loc="lower left", fontsize=6.5, ncols=2)
+    top.set_title(_error_note(sim, mean, spread, n_sets), fontsize=7.5)
+    return fig
+
+
+def _error_note(sim: xr.Dataset, mean: xr.Dataset, spread: xr.Dataset, n_sets: int) -> str:
+    """Title of Fig. 4a: the fixed axes and what the error bars and bands are, with the largest
+    relative error bar (bars below about 2 % hide behind the markers)."""
+    largest = [
+        float(np.nanmax((np.hypot(mean[f"{k}_se"], spread[k]) / mean[k]).where(mean[k] > 0)))
+        for k in ("var_w_sgd", "var_w_spatial_sgd")
+    ]
+    return (
+        _title(sim, ("P", "lr", "batch_size", "sigma_eps2"))
+        + "\nbars: $\\pm$1 s.e. (jackknife over replica time blocks), at most "
+        + f"{100 * largest[0]:.2g} % (temporal), {100 * largest[1]:.2g} % (spatial)"
+        + "\nof the value: mostly hidden by the markers; bands: $\\pm$1 s.d. over "
+        + f"{n_sets} data sets"
+    )
+
+
+def _loss_panel(ax: plt.Axes, mean: xr.Dataset, spread: xr.Dataset, method: str) -> None:
+    """Train and test loss of the simulation (+-1 s.e.) against Eqs. 9, 30 (log y)."""
+    x = mean["n_over_p"].values
     for key, color, name in (("train_loss", "C0", "train"), ("test_loss", "C1", "test")):
         # a loss at round-off level (train loss of an interpolating net, N >= P) is not drawn
         sim = mean[key].where(mean[key] > ROUNDOFF_LOSS)
         theo = mean[f"{key}_theory"].where(mean[f"{key}_theory"] > ROUNDOFF_LOSS)
         err = np.hypot(mean[f"{key}_se"], spread[key])
-        bottom.errorbar(x, sim, yerr=err, color=color, label=f"{name} ({method})", **SIM)
-        bottom.plot(x, theo, "--", color=color, lw=1, label=f"{name} (Eqs. 9, 30)")
-    bottom.set_yscale("log")
-    bottom.set_ylabel("loss (train loss = 0 for $N \\geq P$)")
-    bottom.set_xlabel("$N/P$")
-    for ax in (top, bottom):
-        ax.axvline(1.0, color="0.6", lw=0.8, zorder=0)
-        ax.legend(frameon=False)
-    top.set_title(_title(sel, ("P", "lr", "batch_size", "sigma_eps2")), fontsize=9)
-    return fig
+        ax.errorbar(x, sim, yerr=err, color=color, label=f"{name} ({method})", **SIM)
+        ax.plot(x, theo, "--", color=color, lw=1, label=f"{name} (Eqs. 9, 30)")
+    ax.set_yscale("log")
+    ax.set_ylabel("loss (train loss = 0 for $N \\geq P$)")
+    ax.set_xlabel("$N/P$")
 
 
 @styled

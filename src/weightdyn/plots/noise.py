@@ -53,8 +53,9 @@ def _value(ds: xr.Dataset, key: str) -> object:
     return values[0].item() if values.size == 1 else None
 
 
-def _colors(n: int) -> np.ndarray:
-    return plt.cm.viridis(np.linspace(0.0, 0.85, max(n, 1)))
+def _colors(n: int, start: float = 0.0) -> np.ndarray:
+    """``n`` viridis colours from ``start`` (0.25 keeps black dashed theory visible on them)."""
+    return plt.cm.viridis(np.linspace(start, 0.85, max(n, 1)))
 
 
 def _log_axes(ax: plt.Axes, x: bool = True, y: bool = True) -> None:
@@ -111,7 +112,15 @@ def fig1a(ds: xr.Dataset) -> plt.Figure:
         fontsize=8.5,
     )
     styles = [
-        plt.Line2D([], [], color="0.3", marker="o", ms=3.5, lw=0, label="measured ($\\pm$1 s.e.)"),
+        plt.Line2D(
+            [],
+            [],
+            color="0.3",
+            marker="o",
+            ms=3.5,
+            lw=0,
+            label="measured ($\\pm$1 s.e., mostly hidden by the markers)",
+        ),
         plt.Line2D([], [], color="0.3", lw=1, label="exact (Haar): $N(P-N)/(P(P-1)(P+2))$"),
         plt.Line2D([], [], color="0.3", ls=":", lw=1.2, label="paper: $\\propto P^{-1.8}N^{-1}$"),
     ]
@@ -122,7 +131,7 @@ def fig1a(ds: xr.Dataset) -> plt.Figure:
     right.set_xlabel("$P/N$")
     right.set_ylabel(r"$\mathrm{var}(\mathcal{P}_{\mu\nu})\,P^2/N$")
     right.set_title("scaled: exact $\\to 1 - N/P$", fontsize=8.5)
-    right.legend(frameon=False, loc="lower right")
+    _style_legend(right, styles[:2], loc="lower right", fontsize=7)
     return fig
 
 
@@ -179,7 +188,7 @@ def _spectrum_cells(ds: xr.Dataset, figure: str) -> xr.Dataset:
 
 def _fig2a_panel(ax: plt.Axes, ds: xr.Dataset) -> None:
     """Empirical spectra (band +-2 s.e.) and Eq. 17 of one sampling mode, one curve per P."""
-    for i, color in enumerate(_colors(ds.sizes["cell"])):
+    for i, color in enumerate(_colors(ds.sizes["cell"], start=0.25)):
         cell = ds.isel(cell=i)
         norm = float(cell["C_norm"])
         emp, se, th = (
@@ -249,9 +258,9 @@ def _main_P(ds: xr.Dataset, main_P: Sequence[int] | None) -> list[int]:
     return sorted({int(Ps[0]), int(Ps[np.argmin(np.abs(np.log(Ps / geo)))]), int(Ps[-1])})
 
 
-def _fig2b_inset(ax: plt.Axes, ds: xr.Dataset) -> None:
-    """Largest and smallest eigenvalue of Eq. 17 (solid) and Eq. 20 (dashed) vs P/N."""
-    inset = ax.inset_axes([0.17, 0.14, 0.4, 0.3])
+def _fig2b_extremes(inset: plt.Axes, ds: xr.Dataset) -> None:
+    """Largest and smallest eigenvalue of Eq. 17 (solid) and Eq. 20 (dashed) vs P/N (the
+    paper's inset, drawn beside the spectra so that neither hides the other)."""
     norm = ds["C_norm"].values[:, None]
     x = ds["P"].values / ds["N"].values
     for key, ls in (("eig_C_theory", "-"), ("eig_C_hessian", "--")):
@@ -263,18 +272,16 @@ def _fig2b_inset(ax: plt.Axes, ds: xr.Dataset) -> None:
     inset.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
     inset.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     inset.xaxis.set_minor_formatter(NullFormatter())
-    inset.set_xlabel("$P/N$", fontsize=7, labelpad=1)
-    inset.tick_params(labelsize=6)
-    for text, y, color in (("max", 0.30, "C3"), ("min", 0.08, "C0")):
-        inset.text(0.97, y, text, color=color, fontsize=7, ha="right", va="bottom",
-                   transform=inset.transAxes)  # fmt: skip
+    inset.set_xlabel("$P/N$")
+    inset.set_ylabel(r"extreme eigenvalue / $(\sigma_x^2\sigma_\epsilon^2/S)$")
+    inset.set_title("inset of the paper: max (red), min (blue)", fontsize=8)
 
 
 @styled
 def fig2b(
     ds: xr.Dataset, sampling: str = "with", main_P: Sequence[int] | None = None
 ) -> plt.Figure:
-    """Fig. 2b: eigenvalues of Eq. 17 (solid) vs Eq. 20 (dashed); inset: extremes vs ``P/N``.
+    """Fig. 2b: eigenvalues of Eq. 17 (solid) vs Eq. 20 (dashed); right: extremes vs ``P/N``.
 
     Cells (simulated or theory-only, ``n_batches = 0``) of ``noise_spectrum`` sweeps at one
     ``N``, ``S``, ``sigma_eps2`` and data set, of one ``sampling`` (default ``with``; the only
@@ -286,7 +293,9 @@ def fig2b(
     present = sorted(np.unique(ds["sampling"].values))
     ds = _cells(ds, ds["sampling"].values == (sampling if sampling in present else present[0]))
     ds = _one_per_P(_spectrum_cells(ds, "fig2b"))
-    fig, ax = plt.subplots(figsize=(4.6, 4.4), layout="constrained")
+    fig, (ax, side) = plt.subplots(
+        1, 2, figsize=(7.6, 4.0), layout="constrained", gridspec_kw={"width_ratios": [1.4, 1]}
+    )
     main = _main_P(ds, main_P)
     for P, color in zip(main, _colors(len(main)), strict=True):
         cell = _cells(ds, ds["P"].values == P).isel(cell=0)
@@ -298,8 +307,6 @@ def fig2b(
         ax.plot(mode, th[ok], "-", color=color, lw=1.5, label=f"$P/N = {ratio:.3g}$")
         ax.plot(mode, hs[ok], "--", color=color, lw=1.2)
     ax.set_yscale("log")
-    low, high = ax.get_ylim()
-    ax.set_ylim(low * 1e-3, high)  # room for the inset below the spectra
     ax.set_xlabel("mode index $i$ (sorted)")
     ax.set_ylabel(r"eigenvalue of $C$ / $(\sigma_x^2\sigma_\epsilon^2/S)$")
     handles, labels = ax.get_legend_handles_labels()
@@ -315,7 +322,7 @@ def fig2b(
         ncols=3,
     )
     ax.set_title(_title(ds), fontsize=9)
-    _fig2b_inset(ax, ds)
+    _fig2b_extremes(side, ds)
     return fig
 
 
@@ -356,4 +363,133 @@ def fig2c(summary: xr.Dataset | Sequence[xr.Dataset]) -> plt.Figure:
     axes[0, 0].set_ylabel("Hessian mode $i$")
     cbar = fig.colorbar(img, ax=axes[0].tolist(), shrink=0.9)
     cbar.set_label(r"$\langle|V^T C V|\rangle_{x,\epsilon}$ / max")
+    return fig
+
+
+def _sgd_noise_cells(ds: xr.Dataset) -> xr.Dataset:
+    """Measured, non-interpolating cells of an ``sgd_noise`` sweep at one N, S, lr, data set."""
+    _single(ds, ("N", "batch_size", "sigma_eps2", "data_seed", "lr"), "fig2a")
+    ok = (ds["interpolating"].values == 0) & np.isfinite(ds["eig_C_sgd"].values).any(axis=1)
+    if not ok.any():
+        raise ValueError("fig2a needs measured cells (P > N, not diverged)")
+    return _sorted_by(_cells(ds, ok), "P")
+
+
+def _spectrum_panel(ax: plt.Axes, ds: xr.Dataset, colors: dict) -> None:
+    """Eigenvalues at SGD states (band +-2 s.e.), Eq. 17 (dashed) and Eq. 15 averaged (dotted)."""
+    for cell in (ds.isel(cell=i) for i in range(ds.sizes["cell"])):
+        color = colors[int(cell["P"])]
+        norm = float(cell["C_norm"])
+        emp, se, c17, c15 = (
+            cell[k].values / norm
+            for k in ("eig_C_sgd", "eig_C_sgd_se", "eig_C_theory", "eig_C_averaged")
+        )
+        ok = _valid(c17) & np.isfinite(emp)
+        mode = cell["mode"].values[ok]
+        ax.fill_between(mode, (emp - 2 * se)[ok], (emp + 2 * se)[ok], color=color, alpha=0.3, lw=0)
+        ax.plot(
+            mode,
+            emp[ok],
+            "-",
+            color=color,
+            lw=1.4,
+            label=f"$P/N = {float(cell['P']) / float(cell['N']):.3g}$",
+        )
+        ax.plot(mode, c17[ok], "--", color="k", lw=0.9)
+        ax.plot(mode, c15[ok], ":", color="C3", lw=1.1)
+    ax.set_yscale("log")
+    ax.set_xlabel("mode index $i$ (sorted)")
+    ax.set_title(f"{_value(ds, 'sampling')} replacement", fontsize=9)
+
+
+def _deviation_panel(ax: plt.Axes, ds: xr.Dataset, colors: dict) -> None:
+    """Measured / Eq. 17 - 1 per mode (band +-2 s.e.) and Eq. 15 averaged / Eq. 17 - 1 (dotted),
+    with replacement."""
+    for cell in (ds.isel(cell=i) for i in range(ds.sizes["cell"])):
+        color = colors[int(cell["P"])]
+        c17 = cell["eig_C_theory"].values
+        ok = _valid(c17) & np.isfinite(cell["eig_C_sgd"].values)
+        mode = cell["mode"].values[ok]
+        dev = (cell["eig_C_sgd"].values / c17 - 1.0)[ok]
+        band = 2 * (cell["eig_C_sgd_se"].values / c17)[ok]
+        ax.fill_between(mode, dev - band, dev + band, color=color, alpha=0.3, lw=0)
+        ax.plot(mode, dev, "-", color=color, lw=1.0)
+        ax.plot(mode, (cell["eig_C_averaged"].values / c17 - 1.0)[ok], ":", color="C3", lw=1.1)
+        exact = cell["eig_C_averaged_exact"].values / c17 - 1.0
+        ax.plot(mode, exact[ok], "-.", color="C1", lw=1.0)
+    ax.axhline(0.0, color="k", ls="--", lw=0.9)
+    ax.set_xlabel("mode index $i$ (sorted)")
+    ax.set_ylabel("eigenvalue / Eq. 17 $-$ 1")
+    ax.set_title(f"{_value(ds, 'sampling')} replacement: deviation from Eq. 17", fontsize=9)
+
+
+def _prefactor_panel(ax: plt.Axes, with_: xr.Dataset, without: xr.Dataset, colors: dict) -> None:
+    """Eigenvalues without / with replacement per mode (band +-2 s.e., independent runs)
+    against the App. C factor (P - S)/(P - 1) (dashed)."""
+    for P in with_["P"].values:
+        color = colors[int(P)]
+        a = _cells(with_, with_["P"].values == P).isel(cell=0)
+        b = _cells(without, without["P"].values == P)
+        if b.sizes["cell"] == 0:
+            continue
+        b = b.isel(cell=0)
+        ratio = b["eig_C_sgd"].values / a["eig_C_sgd"].values
+        se = ratio * np.hypot(
+            b["eig_C_sgd_se"].values / b["eig_C_sgd"].values,
+            a["eig_C_sgd_se"].values / a["eig_C_sgd"].values,
+        )
+        ok = np.isfinite(ratio) & _valid(a["eig_C_theory"].values)
+        mode = a["mode"].values[ok]
+        ax.fill_between(
+            mode, (ratio - 2 * se)[ok], (ratio + 2 * se)[ok], color=color, alpha=0.3, lw=0
+        )
+        ax.plot(mode, ratio[ok], "-", color=color, lw=1.0)
+        S = float(a["noise_prefactor"]) ** -1
+        ax.axhline((P - S) / (P - 1), color=color, ls="--", lw=1.1)
+    ax.set_xlabel("mode index $i$ (sorted)")
+    ax.set_ylabel("eigenvalue without / with replacement")
+    ax.set_title("App. C: ratio vs $(P-S)/(P-1)$ (dashed)", fontsize=9)
+
+
+@styled
+def fig2a_sgd(ds: xr.Dataset) -> plt.Figure:
+    """Fig. 2a from SGD: the noise covariance at the states stationary SGD visits vs theory.
+
+    Cells of an ``sgd_noise`` sweep at one ``N``, ``S``, ``lr``, ``sigma_eps2`` and data set,
+    P/N varying, ``sampling`` with and/or without. Top: sorted eigenvalues at SGD states over
+    ``C_norm = sigma_x^2 sigma_eps^2 / S`` (band +-2 s.e., jackknife over replica time blocks),
+    Eq. 17 at w* (dashed black) and Eq. 15 averaged over the Lyapunov M (dotted red), one panel
+    per sampling. Bottom left: measured / Eq. 17 - 1 (the multiplicative correction, Eq. 15
+    averaged, dotted); bottom right (both samplings present): the ratio without / with
+    replacement per mode against (P - S)/(P - 1) (dashed).
+    """
+    ds = _sgd_noise_cells(ds)
+    samplings = sorted(np.unique(ds["sampling"].values))
+    parts = {s: _cells(ds, ds["sampling"].values == s) for s in samplings}
+    Ps = np.unique(ds["P"].values)
+    colors = dict(zip(Ps.tolist(), plt.cm.viridis(np.linspace(0.25, 0.85, Ps.size)), strict=True))
+    fig, axes = plt.subplots(
+        2, len(samplings), figsize=(4.3 * len(samplings), 7.2), layout="constrained", squeeze=False
+    )
+    for ax, s in zip(axes[0], samplings, strict=True):
+        _spectrum_panel(ax, parts[s], colors)
+    axes[0, 0].set_ylabel(r"eigenvalue of $C$ / $(\sigma_x^2\sigma_\epsilon^2/S)$")
+    _deviation_panel(axes[1, 0], parts[samplings[0]], colors)
+    if len(samplings) == 2:
+        _prefactor_panel(axes[1, 1], parts["with"], parts["without"], colors)
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    styles = [
+        plt.Line2D([], [], color="0.3", lw=1.4, label="SGD states (band: $\\pm$2 s.e.)"),
+        plt.Line2D([], [], color="k", ls="--", lw=0.9, label="Eq. 17 at $w^*$"),
+        plt.Line2D([], [], color="C3", ls=":", lw=1.1, label="Eq. 15 averaged over $M$ (Eq. 30)"),
+        plt.Line2D([], [], color="C1", ls="-.", lw=1.0, label="Eq. 15 over exact SGD $M$ (below)"),
+    ]
+    fig.legend(
+        handles + styles,
+        labels + [s.get_label() for s in styles],
+        loc="outside lower center",
+        ncols=len(samplings) + 1,
+        frameon=False,
+    )
+    fig.suptitle(f"{_title(ds)}, $\\lambda = {_value(ds, 'lr'):g}$", fontsize=9)
     return fig

@@ -61,119 +61,148 @@ def cell_title(ds: xr.Dataset, keys: Sequence[tuple[str, str]]) -> str:
     return ", ".join(parts)
 
 
-def _modes_panel(ax: plt.Axes, ds: xr.Dataset, modes: Sequence[int], replica: int) -> None:
-    """z_k(t) of one run (solid), mean +- 1 s.d. (band), Eq. 27 (dashed), z*_k (dotted), and the
-    loss on a right axis (dash-dotted) relaxing to L* (grey)."""
+#: single SGD runs drawn per mode (the first replicas)
+RUNS = 3
+
+
+def _mode_panel(ax: plt.Axes, ds: xr.Dataset, k: int, color: str) -> None:
+    """z_k(t) of a few single runs (solid), the replica mean +- 2 s.e. (band), Eq. 27 (dashed),
+    z*_k (dotted) and zero (grey); the title counts the sign changes of the single runs."""
     t = ds["t"].values
-    for j, k in enumerate(modes):
-        color = f"C{j}"
-        mean = ds["z_sgd_mean"].sel(mode=k).values
-        std = ds["z_sgd_std"].sel(mode=k).values
-        ax.fill_between(t, mean - std, mean + std, color=color, alpha=0.15, lw=0)
-        z = ds["z_sgd"].isel(replica=replica).sel(mode=k).values
-        ax.plot(t, z, "-", color=color, lw=1.2, label=f"$z_{{{k}}}(t)$ SGD")
-        ax.plot(t, ds["z_theory_exp"].sel(mode=k), "--", color="k", lw=0.9)
-        ax.axhline(float(ds["z_star"].sel(mode=k)), color=color, ls=":", lw=0.7)
+    runs = min(RUNS, ds.sizes["replica"])
+    for r in range(runs):
+        z = ds["z_sgd"].isel(replica=r).sel(mode=k).values
+        ax.plot(t, z, "-", color=color, lw=0.8, alpha=1.0 - 0.25 * r)
+    mean, se = (ds[v].sel(mode=k).values for v in ("z_sgd_mean", "z_sgd_se"))
+    ax.fill_between(t, mean - 2 * se, mean + 2 * se, color="0.5", alpha=0.35, lw=0)
+    ax.plot(t, mean, "-", color="0.25", lw=1.0)
+    ax.plot(t, ds["z_theory_exp"].sel(mode=k), "--", color="k", lw=1.0)
+    ax.axhline(float(ds["z_star"].sel(mode=k)), color=color, ls=":", lw=0.9)
+    ax.axhline(0.0, color="0.75", lw=0.6, zorder=0)
     ax.set_xscale("log")
-    ax.set_xlabel(r"SDE time $t = \lambda\tau$ ($\tau$: SGD step)")
-    ax.set_ylabel(r"weight mode $z_k(t) = (V^T\mathbf{w})_k$")
     ax.set_xlim(t[t > 0][0], t[-1])
-    right = ax.twinx()
-    right.spines["right"].set_visible(True)
-    right.plot(t, ds["loss_sgd"].isel(replica=replica).values, "-.", color="C7", lw=1.2)
-    right.axhline(float(ds["optimal_loss"]), color="0.6", lw=2.0, alpha=0.7, zorder=0)
-    right.set_yscale("log")
-    right.set_ylabel(r"loss $L(\mathbf{z})$ (dash-dotted), $L^*$ (grey)")
+    ax.set_xlabel(r"SDE time $t = \lambda\tau$")
+    ax.set_ylabel(rf"mode $z_{{{k}}}(t)$")
+    ax.set_title(_sign_change_text(ds, k, runs), fontsize=7.5)
 
 
-def _loglog_panel(ax: plt.Axes, ds: xr.Dataset, mode: int, replica: int) -> None:
-    """The paper's inset: loss and |z_mode| in log-log axes, SGD solid, theory dashed."""
+def _sign_change_text(ds: xr.Dataset, k: int, runs: int) -> str:
+    """Title of a mode panel: the rate, the sign changes of the runs shown (and their median
+    over all runs) against Eq. 27's, and the median largest deviation from Eq. 27."""
+    text = rf"$k = {k}$, $\omega_{{{k}}} = {float(ds['omega'].sel(mode=k)):.3g}$"
+    if "sign_changes_sgd" not in ds:
+        return text
+    counts = ds["sign_changes_sgd"].sel(mode=k).values
+    shown = ",".join(str(int(c)) for c in counts[:runs])
+    deviation = np.nanmedian(ds["run_deviation"].sel(mode=k).values)
+    return (
+        text + f"\nsign changes: runs {shown} (median {np.median(counts):g}), "
+        f"Eq. 27: {int(ds['sign_changes_theory'].sel(mode=k))}"
+        + "\nlargest |run $-$ Eq. 27|: "
+        + rf"{deviation:.2g} $\times$ |$z_k(0)-z_k^*$| (median)"
+    )
+
+
+def _loss_panel(ax: plt.Axes, ds: xr.Dataset) -> None:
+    """Loss of the single runs and the replica mean +- 2 s.e. against Eqs. 26-27, 30 (log-log),
+    L* (grey), the time t_s at which the mean settles and 1/omega_0 (vertical lines), and the
+    numbers behind the claim that L settles before the slow mode (title)."""
     t = ds["t"].values
     pos = t > 0
-    loss = ds["loss_sgd"].isel(replica=replica).values
-    z = ds["z_sgd"].isel(replica=replica).sel(mode=mode).values
-    ax.loglog(t[pos], loss[pos], "-", color="C7", lw=1.0, label=r"$L$")
-    ax.loglog(t[pos], ds["loss_theory"].values[pos], "--", color="k", lw=0.8)
-    ax.loglog(t[pos], np.abs(z[pos]), "-", color="C0", lw=1.0, label=rf"$|z_{mode}|$")
-    theory = np.abs(ds["z_theory_exp"].sel(mode=mode).values[pos])
-    ax.loglog(t[pos], theory, "--", color="k", lw=0.8)
-    ax.axhline(float(ds["optimal_loss"]), color="0.6", lw=1.5, alpha=0.7, zorder=0)
-    ax.axhline(abs(float(ds["z_star"].sel(mode=mode))), color="C0", ls=":", lw=0.7)
-    omega = float(ds["omega"].sel(mode=mode))
-    ax.axvline(1.0 / omega, color="0.3", lw=0.6, ls=(0, (1, 2)))
-    ax.text(
-        1.0 / omega,
-        0.62,
-        rf"$1/\omega_{mode}$ ",
-        transform=ax.get_xaxis_transform(),
-        fontsize=7,
-        va="center",
-        ha="right",
-    )
-    ax.set_xlabel(r"$t$")
-    ax.set_title("log-log view (inset of the paper)", fontsize=9)
-    ax.plot([], [], "--", color="k", lw=0.8, label="theory")
-    ax.legend(frameon=False, loc="center left")
+    for r in range(min(RUNS, ds.sizes["replica"])):
+        ax.plot(t[pos], ds["loss_sgd"].isel(replica=r).values[pos], "-", color="C7", lw=0.7)
+    mean, se = ds["loss_sgd_mean"].values[pos], ds["loss_sgd_se"].values[pos]
+    ax.fill_between(t[pos], mean - 2 * se, mean + 2 * se, color="0.5", alpha=0.35, lw=0)
+    ax.plot(t[pos], mean, "-", color="0.25", lw=1.0)
+    ax.plot(t[pos], ds["loss_theory"].values[pos], "--", color="k", lw=1.0)
+    ax.axhline(float(ds["optimal_loss"]), color="0.6", lw=2.0, alpha=0.7, zorder=0)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    marks = [(1.0 / float(ds["omega"].isel(mode=0)), r"$1/\omega_0$", "0.2", 0.97)]
+    if "loss_settle_time" in ds and np.isfinite(float(ds["loss_settle_time"])):
+        marks.append((float(ds["loss_settle_time"]), r"$t_s$", "C3", 0.82))
+    for x, label, color, y in marks:
+        ax.axvline(x, color=color, lw=0.8, ls=(0, (2, 2)))
+        ax.text(x, y, f"{label} ", color=color, fontsize=7.5, va="top", ha="right",
+                transform=ax.get_xaxis_transform())  # fmt: skip
+    ax.set_xlim(t[pos][0], t[-1])
+    ax.set_xlabel(r"SDE time $t = \lambda\tau$")
+    ax.set_ylabel(r"training loss $L$")
+    ax.set_title(_loss_text(ds), fontsize=7.5)
 
 
-def _row_title(ds: xr.Dataset, mode: int) -> str:
+def _loss_text(ds: xr.Dataset) -> str:
+    """The numbers behind the claim that L settles at L* before the slow mode relaxes."""
+    L_star = float(ds["optimal_loss"])
+    omega0 = float(ds["omega"].isel(mode=0))
+    lines = [rf"loss: $L^* = {L_star:.3g}$, $1/\omega_0 = {1.0 / omega0:.3g}$"]
+    if "loss_settle_time" in ds:
+        names = ("slow_mode_initial_loss", "slow_mode_solution_loss", "slow_modes_initial_loss")
+        start, solution, block = (float(ds[v]) / L_star for v in names)
+        lines[0] += rf", $t_s = {float(ds['loss_settle_time']):.3g}$"
+        lines += [
+            rf"$\omega_0(z_0(0)-z_0^*)^2/2L^* = {start:.2g}$, "
+            rf"$\omega_0 z_0^{{*2}}/2L^* = {solution:.2g}$",
+            r"modes $\omega_k < 10\,\omega_0$: "
+            rf"$\Sigma_k\,\omega_k(z_k(0)-z_k^*)^2/2L^* = {block:.2g}$",
+            r"($t_s$: mean $L$ stays within 10 % of $L^* + \mathrm{tr}(HM)/2$)",
+        ]
+    return "\n".join(lines)
+
+
+def _row_title(ds: xr.Dataset) -> str:
     title = cell_title(ds, (("N", "N"), ("P", "P"), ("lr", r"\lambda"), ("batch_size", "S")))
     if "omega_min_over_mp_edge" in ds:
         title += rf", $\omega_0$ / MP edge $= {float(ds['omega_min_over_mp_edge']):.3g}$"
-    if "omega_fit" in ds and np.isfinite(float(ds["omega_fit"].sel(mode=mode))):
-        fit, se = (float(ds[v].sel(mode=mode)) for v in ("omega_fit", "omega_fit_se"))
-        omega = float(ds["omega"].sel(mode=mode))
-        title += rf"; fit $\omega_{mode} = {fit:.4g} \pm {se:.2g}$ (Eq. 27: ${omega:.4g}$)"
+    if "omega_fit" in ds and np.isfinite(float(ds["omega_fit"].isel(mode=0))):
+        fit, se = (float(ds[v].isel(mode=0)) for v in ("omega_fit", "omega_fit_se"))
+        omega = float(ds["omega"].isel(mode=0))
+        title += rf"; fit $\omega_0 = {fit:.4g} \pm {se:.2g}$ (Eq. 27: ${omega:.4g}$)"
     if int(ds.get("diverged", 0)):
         title += " (diverged)"
     return title
 
 
-def _legend(fig: plt.Figure, ax: plt.Axes, replicas: int) -> None:
-    handles, labels = ax.get_legend_handles_labels()
-    handles += [
-        plt.Line2D([], [], color="k", ls="--", lw=0.9),
-        plt.Line2D([], [], color="0.5", ls=":", lw=0.7),
-        plt.Rectangle((0, 0), 1, 1, color="0.5", alpha=0.15, lw=0),
-        plt.Line2D([], [], color="C7", ls="-.", lw=1.2),
+def _legend(fig: plt.Figure, replicas: int) -> None:
+    handles = [
+        plt.Line2D([], [], color="C0", lw=0.8),
+        plt.Line2D([], [], color="0.25", lw=1.0),
+        plt.Rectangle((0, 0), 1, 1, color="0.5", alpha=0.35, lw=0),
+        plt.Line2D([], [], color="k", ls="--", lw=1.0),
+        plt.Line2D([], [], color="0.5", ls=":", lw=0.9),
         plt.Line2D([], [], color="0.6", lw=2.0, alpha=0.7),
     ]
-    labels += [
-        r"$\langle z_k(t)\rangle$, Eq. 27",
+    labels = [
+        f"single SGD runs (first {RUNS})",
+        f"mean of {replicas} runs",
+        r"band: mean $\pm$2 s.e. (hidden by the line where not seen)",
+        r"$\langle z_k(t)\rangle$ (Eq. 27); loss: Eqs. 26-27, 30",
         r"$z_k^*$",
-        f"SGD mean $\\pm$1 s.d. ({replicas} runs)",
-        "loss, SGD (right axis)",
-        r"$L^*$, Eq. 26",
+        r"$L^*$ (Eq. 26)",
     ]
-    fig.legend(handles, labels, loc="outside lower center", ncols=4, frameon=False)
+    fig.legend(handles, labels, loc="outside lower center", ncols=3, frameon=False)
 
 
 @styled
-def fig3(ds: xr.Dataset, modes: Sequence[int] = (0, 10, 20), replica: int = 0) -> plt.Figure:
-    """Fig. 3, one row per cell (e.g. one per learning rate): the modes z_k(t) of one SGD run
-    (solid) vs the noise-averaged Eq. 27 (dashed), and the paper's log-log inset.
+def fig3(ds: xr.Dataset, modes: Sequence[int] = (0, 10, 20)) -> plt.Figure:
+    """Fig. 3, one row per cell (e.g. one per learning rate): the modes z_k(t) of single SGD runs
+    (solid) and their replica mean (band +- 2 s.e.) against the noise-averaged Eq. 27 (dashed),
+    with the sign changes of the single runs counted; last panel: the loss in log-log axes
+    against Eqs. 26-27, 30 and L*, with the time t_s at which the replica mean settles (within
+    10 % of L* + tr(HM)/2) and 1/omega_0 marked, and the slow mode's share of the loss.
 
     ``ds`` holds :func:`weightdyn.single_layer.relaxation.relaxation_dataset` cells (merged along
-    ``cell`` or one cell). Used: ``t`` (SDE time t = lr n), ``mode``, ``replica``; ``z_sgd``,
-    ``z_sgd_mean``, ``z_sgd_std``, ``z_theory_exp``, ``z_star``, ``omega``, ``loss_sgd``,
-    ``loss_theory``, ``optimal_loss``; optional ``omega_min_over_mp_edge`` and ``omega_fit``
-    (``_se``) go into the row titles with the axis values N, P, lr, S. The band is the replica
-    mean +- 1 s.d. (the SGD noise spread). Modes beyond a cell's N are skipped.
+    ``cell`` or one cell). Modes beyond a cell's N are skipped.
     """
     cells = split_cells(ds)
-    height = 4.6 if len(cells) == 1 else 3.4 * len(cells) + 0.9
-    fig, axes = plt.subplots(
-        len(cells),
-        2,
-        figsize=(9.0, height),
-        layout="constrained",
-        gridspec_kw={"width_ratios": [2.2, 1]},
-        squeeze=False,
-    )
-    for (ax, inset), cell in zip(axes, cells, strict=True):
-        shown = [int(k) for k in modes if int(k) < cell.sizes["mode"]]
-        _modes_panel(ax, cell, shown, replica)
-        _loglog_panel(inset, cell, shown[0], replica)
-        ax.set_title(_row_title(cell, shown[0]), fontsize=9)
-    _legend(fig, axes[0, 0], cells[0].sizes["replica"])
+    shown = [int(k) for k in modes if int(k) < min(c.sizes["mode"] for c in cells)]
+    fig = plt.figure(figsize=(3.0 * (len(shown) + 1), 3.3 * len(cells) + 0.6), layout="constrained")
+    rows = fig.subfigures(len(cells), 1, squeeze=False)[:, 0]
+    for row, cell in zip(rows, cells, strict=True):
+        axes = row.subplots(1, len(shown) + 1)
+        for j, k in enumerate(shown):
+            _mode_panel(axes[j], cell, k, f"C{j}")
+        _loss_panel(axes[-1], cell)
+        row.suptitle(_row_title(cell), fontsize=9)
+    _legend(fig, cells[0].sizes["replica"])
     return fig

@@ -94,6 +94,9 @@ def _spectra_rows(data: TeacherStudentData, lr: float, batch_size: int, sampling
          "Frobenius norm ratio ||M_Eq30|| / ||M_Eq34||", f"{P000} Eqs. 30, 34 (Fig. 4c inset)"),
         ("var_w_theory", np.trace(M) / N,
          "mean stationary weight variance tr(M)/N", f"{P000} Eq. 30 (Fig. 4a)"),
+        ("var_w_spatial_theory", theory.spatial_weight_variance(w_star, M),
+         "stationary variance across the weights (1/N)[w*^T Pi w* + tr(Pi M)]",
+         f"{P000} Eqs. 7, 30 (Fig. 4a)"),
         ("optimal_loss", L_star, "minimal training loss L*", f"{P000} Eqs. 9, 26"),
         ("train_loss_theory", L_star + 0.5 * np.trace(H @ M),
          "stationary mean training loss L* + tr(HM)/2", f"{P000} Eqs. 9, 30"),
@@ -181,7 +184,17 @@ def _moments(
     N = data.N
     if result.diverged:
         nan = np.full(N, np.nan)
-        keys = ("var_w", "var_w_se", "var_ref", "var_ref_se", "train", "train_se", "test")
+        keys = (
+            "var_w",
+            "var_w_se",
+            "var_ref",
+            "var_ref_se",
+            "spatial",
+            "spatial_se",
+            "train",
+            "train_se",
+            "test",
+        )
         return {"eig": nan, "se": nan, "eig_t": nan, "se_t": nan} | dict.fromkeys(
             (*keys, "test_se"), np.nan
         )
@@ -200,6 +213,8 @@ def _moments(
     out["eig_t"], out["se_t"] = stats.eigenvalues_with_se(covs_mean)
     out["var_w"], out["var_w_se"] = stats.jackknife_of_mean(_mean_trace, covs_mean)
     out["var_ref"], out["var_ref_se"] = stats.jackknife_of_mean(_mean_trace, covs_ref)
+    out["spatial"], out["spatial_se"] = _spatial_variance(w_star, result.sum_dw / n[:, None],
+                                                          covs_ref)  # fmt: skip
     losses = _losses(data, w_star, result.sum_dw / n[:, None], covs_ref)
     out["train"], out["train_se"], out["test"], out["test_se"] = losses
     return out
@@ -231,6 +246,9 @@ def sgd_dataset(
         ("var_w_sgd", v["var_w"],
          f"mean temporal weight variance <<dw_i^2>_t>_i ({m})", f"{src}, Fig. 4a"),
         ("var_w_sgd_se", v["var_w_se"], "standard error of var_w_sgd", src),
+        ("var_w_spatial_sgd", v["spatial"],
+         f"variance across the weights at a fixed time <dw_i^2>_i ({m})", f"{src}, Fig. 4a"),
+        ("var_w_spatial_sgd_se", v["spatial_se"], "standard error of var_w_spatial_sgd", src),
         ("var_w_sgd_wstar", v["var_ref"], f"mean {m} weight variance about w*", src),
         ("var_w_sgd_wstar_se", v["var_ref_se"], "standard error of var_w_sgd_wstar", src),
         ("train_loss", v["train"], f"time-averaged training loss under {m}", f"{P000} Eq. 3"),
@@ -249,6 +267,20 @@ def sgd_dataset(
 def _mean_trace(covs: np.ndarray) -> np.ndarray:
     """tr(M)/N of each covariance in a stack (the mean weight variance, paper 000 Fig. 4a)."""
     return np.trace(covs, axis1=-2, axis2=-1) / covs.shape[-1]
+
+
+def _spatial_variance(
+    w_star: np.ndarray, mean_dw: np.ndarray, covs_ref: np.ndarray
+) -> tuple[float, float]:
+    """Snapshot average of the variance across the weights (Fig. 4a, ``<dw_i^2>_i``) with its
+    standard error over the groups, from the moments of ``dw = w - w*`` of each group: for
+    ``w = w* + dw`` it is ``(1/N) [w*^T Pi w* + 2 w*^T Pi dw + dw^T Pi dw]``, Pi the centring."""
+    N = w_star.size
+    centred = w_star - w_star.mean()
+    second = np.trace(covs_ref, axis1=-2, axis2=-1) - covs_ref.sum(axis=(-2, -1)) / N
+    per_group = (centred @ centred + 2.0 * mean_dw @ centred + second) / N
+    mean, se = stats.mean_with_se(per_group)
+    return float(mean), float(se)
 
 
 def _losses(

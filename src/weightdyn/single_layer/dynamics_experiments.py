@@ -234,10 +234,15 @@ RELAXATION = Experiment(
     figures={
         "fig3": Figure(
             relaxation_plots.fig3,
-            "Paper 000 Fig. 3: Hessian modes :math:`z_k(t)` of one SGD run (solid) from a random "
-            "start, the replica mean :math:`\\pm` 1 s.d. (band) and the noise-averaged Eq. 27 "
-            "(dashed); the loss relaxes to :math:`L^*` (Eq. 26). One row per cell (e.g. per "
-            "learning rate), with the fitted relaxation rate of the slowest mode beside "
+            "Paper 000 Fig. 3: Hessian modes :math:`z_k(t)` (k = 0, 10, 20) of three single SGD "
+            "runs (solid) from one random start and their replica mean (band :math:`\\pm` 2 s.e.) "
+            "against the noise-averaged Eq. 27 (dashed) and :math:`z_k^*` (dotted); the titles "
+            "count the sign changes of the runs against Eq. 27's and give the runs' largest "
+            "deviation from Eq. 27. Last panel: the loss of the runs and their mean against Eqs. "
+            "26-27, 30 and :math:`L^*` (grey), with :math:`1/\\omega_0` and the time "
+            ":math:`t_s` from which the mean stays within 10 % of :math:`L^* + \\mathrm{tr}(HM)/2` "
+            "marked, and the slow modes' share of the loss against :math:`L^*` (docs/errata.md). "
+            "One row per cell, with the fitted rate of the slowest mode beside "
             ":math:`\\omega_0`.",
         )
     },

@@ -9,7 +9,10 @@ Four registry entries, one cell each = one call of a builder of
 - ``noise_spectrum`` (Figs. 2a, 2b): the spectrum of the mini-batch gradient covariance at w*
   over ``n_batches`` random batches (0 = theory only) against Eq. 17 and Eq. 20;
 - ``hessian_basis`` (Fig. 2c): |V^T C V| of one data set; the sweep summary averages the cells
-  over ``data_seed``.
+  over ``data_seed``;
+- ``sgd_noise`` (Fig. 2a as the paper drew it): the mini-batch noise measured at the states that
+  stationary SGD visits (:mod:`weightdyn.single_layer.state_noise`) against Eq. 17 and Eq. 15
+  averaged over the Lyapunov M; ``noise_spectrum`` at w* stays as the check of the sampler.
 
 Every experiment takes either ``P`` or ``p_over_n`` (P = round(p_over_n N)); both end up in the
 cell's parameters, and the cell is named by ``P``. A cell with P <= N is run and flagged
@@ -39,7 +42,7 @@ from weightdyn.experiments import (
     Params,
     Progress,
 )
-from weightdyn.single_layer import noise
+from weightdyn.single_layer import noise, state_noise
 from weightdyn.single_layer.teacher_student import DATA_KEYS, N_TEST, TEACHER_STUDENT
 
 plots = LazyPlots("weightdyn.plots.noise")
@@ -68,6 +71,12 @@ N_BATCHES = Param(
 )  # fmt: skip
 N_BLOCKS = Param("n_blocks", int, 10, "independent blocks of mini-batches (jackknife)", minimum=2)
 REALISATIONS = Param("realisations", int, REQUIRED, "Gaussian input sets per cell", minimum=2)
+LR = Param("lr", float, 0.1, "learning rate lambda", axis=True, minimum=0, exclusive_minimum=True)
+N_STATES = Param("n_states", int, 100000, "SGD states at which one mini-batch is drawn", minimum=1)
+STATE_REPLICAS = Param("replicas", int, 8, "independent SGD chains", minimum=2)
+STATE_BLOCKS = Param("n_blocks", int, 4, "time blocks per chain (error groups)", minimum=1)
+BURNIN_TAU = Param("burnin_tau", float, 2.0, "burn-in in slowest relaxation times", minimum=0)
+SAMPLE_TAU = Param("sample_tau", float, 4.0, "least sampling window in relaxation times", minimum=0)
 
 SPECTRUM_SEED_KEYS = (*DATA_KEYS, "batch_size", "sampling", "n_batches")
 
@@ -147,6 +156,36 @@ def _run_spectrum(params: Params, progress: Progress) -> xr.Dataset:
         data.X, data.y, params["batch_size"], params["sampling"], params["n_batches"], rng,
         sigma_eps2=params["sigma_eps2"], n_blocks=params["n_blocks"], progress=progress,
     )  # fmt: skip
+
+
+SGD_NOISE_SEED_KEYS = (*DATA_KEYS, "batch_size", "sampling", "lr", "n_states")
+
+
+def _run_sgd_noise(params: Params, progress: Progress) -> xr.Dataset:
+    """Fig. 2a cell: the noise at stationary SGD states vs Eq. 17 and Eq. 15 averaged over M."""
+    data = params["data"]
+    rng = seeds.generator("noise/sgd_states", {key: params[key] for key in SGD_NOISE_SEED_KEYS})
+    S, sampling, lr = params["batch_size"], params["sampling"], params["lr"]
+    result = state_noise.StateNoise(np.full((2, data.N, data.N), np.nan), 0, 0, 0, 0, False)
+    if data.P > data.N:
+        progress(f"SGD-state noise: lr={lr:g}, S={S}, {sampling} replacement")
+        result = state_noise.state_noise(
+            data.X,
+            data.y,
+            lr,
+            S,
+            sampling,
+            params["n_states"],
+            rng,
+            replicas=params["replicas"],
+            n_blocks=params["n_blocks"],
+            burnin_tau=params["burnin_tau"],
+            sample_tau=params["sample_tau"],
+            progress=progress,
+        )
+    return state_noise.state_noise_dataset(
+        data.X, data.y, lr, S, sampling, params["sigma_eps2"], result
+    )
 
 
 def _run_hessian_basis(params: Params, progress: Progress) -> xr.Dataset:
@@ -265,6 +304,42 @@ def _spectrum_rows(ds: xr.Dataset, label: str) -> list[Agreement]:
     return rows
 
 
+def _sgd_noise_rows(ds: xr.Dataset, label: str) -> list[Agreement]:
+    """Fig. 2a from SGD, per learning rate: the noise eigenvalues at SGD states against Eq. 17
+    and against Eq. 15 averaged over M (the multiplicative correction) of Eq. 30 and of the exact
+    discrete recursion (beyond the paper), and their traces."""
+    ds = ds.isel(cell=np.flatnonzero((ds["interpolating"] == 0).values))
+    rows = []
+    for lr in np.unique(ds["lr"].values):
+        cells = _points(ds.isel(cell=np.flatnonzero(ds["lr"].values == lr)), ("N", "P", "sampling"))
+        for key, eq, name, paper in (
+            ("theory", "Eq. 17", "Eq. 17 (at w*)", "000"),
+            ("averaged", "Eqs. 15, 30", "Eq. 15 averaged over M of Eq. 30", "000"),
+            ("averaged_exact", "Eq. 15, exact M", "Eq. 15 averaged over the exact M", "000+"),
+        ):
+            rows += [
+                agreement(
+                    label,
+                    f"noise eigenvalues at SGD states vs {name} (lr = {lr:g})",
+                    eq,
+                    cells["eig_C_sgd"],
+                    cells[f"eig_C_{key}"],
+                    cells["eig_C_sgd_se"],
+                    paper=paper,
+                ),
+                agreement(
+                    label,
+                    f"trace of the noise at SGD states vs {name} (lr = {lr:g})",
+                    eq,
+                    cells["trace_C_sgd"],
+                    cells[f"trace_C_{key}"],
+                    cells["trace_C_sgd_se"],
+                    paper=paper,
+                ),
+            ]
+    return rows
+
+
 def _hessian_basis_rows(summary: xr.Dataset, label: str) -> list[Agreement]:
     """Fig. 2c: diagonal of <|V^T C V|> vs sigma_eps^2 omega_i / S (Eq. 20), from the summary."""
     ds = _points(summary)
@@ -358,8 +433,8 @@ NOISE_SPECTRUM = Experiment(
     figures={
         "fig2a": Figure(
             plots.fig2a,
-            "**Paper 000, Fig. 2a.** Sorted eigenvalues of the empirical mini-batch gradient "
-            "covariance at w* (Eqs. 10, 12, 14; band ±2 s.e., jackknife over blocks of "
+            "**Sampler check (Fig. 2a at w*).** Sorted eigenvalues of the empirical mini-batch "
+            "gradient covariance at w* (Eqs. 10, 12, 14; band ±2 s.e., jackknife over blocks of "
             "mini-batches) against C = XKXᵀ/S (Eq. 17; App. C prefactor (P−S)/(S(P−1)) without "
             "replacement), divided by σ_x²σ_ε²/S; one panel per sampling mode.",
         ),
@@ -367,8 +442,9 @@ NOISE_SPECTRUM = Experiment(
             plots.fig2b,
             "**Paper 000, Fig. 2b.** Eigenvalues of the noise covariance C = XKXᵀ/S at w* "
             "(Eq. 17, solid) against the Hessian approximation σ_ε²H/S (Eq. 20, dashed), divided "
-            "by σ_x²σ_ε²/S; inset: largest and smallest eigenvalues against P/N, including the "
-            "theory-only cells (n_batches = 0).",
+            "by σ_x²σ_ε²/S; right (the paper's inset): largest and smallest eigenvalues "
+            "against P/N, including the theory-only cells (n_batches = 0). Theory only: no "
+            "error bars.",
         ),
     },
     default_figures=("fig2a", "fig2b"),
@@ -403,6 +479,45 @@ HESSIAN_BASIS = Experiment(
 )
 
 
+SGD_NOISE = Experiment(
+    name="sgd_noise",
+    family="single_layer",
+    title="Mini-batch noise at the states of stationary SGD (Fig. 2a)",
+    source="paper 000 Eqs. 10-17, 30, App. C; Fig. 2a",
+    params=(
+        *_DATA_AXES,
+        BATCH_SIZE,
+        SAMPLING,
+        LR,
+        N_STATES,
+        STATE_REPLICAS,
+        STATE_BLOCKS,
+        BURNIN_TAU,
+        SAMPLE_TAU,
+        N_TEST,
+    ),
+    run_cell=_run_sgd_noise,
+    derive=_derive_hessian_basis,
+    identity=(*_IDENTITY, "batch_size", "sampling", "lr"),
+    agreement=_sgd_noise_rows,
+    figures={
+        "fig2a": Figure(
+            plots.fig2a_sgd,
+            "**Paper 000, Fig. 2a, from SGD.** Sorted eigenvalues of the mini-batch gradient "
+            "covariance measured at the states that stationary SGD visits (one batch per state; "
+            "solid, band ±2 s.e., jackknife over replica time blocks) against Eq. 17 at w* "
+            "(dashed) and Eq. 15 averaged over the Lyapunov M of Eq. 30 (dotted), divided by "
+            "σ_x²σ_ε²/S, with and without replacement; lower left: measured / Eq. 17 − 1 per "
+            "mode; lower right: the ratio without / with replacement against the App. C factor "
+            "(P−S)/(P−1).",
+        )
+    },
+    default_figures=("fig2a",),
+    resources=_resources(2000, 30),
+    data=TEACHER_STUDENT,
+)
+
+
 EXPERIMENTS: dict[str, Experiment] = {
-    exp.name: exp for exp in (NOISE_SPECTRUM, PROJECTOR, K_DIAGONAL, HESSIAN_BASIS)
+    exp.name: exp for exp in (NOISE_SPECTRUM, PROJECTOR, K_DIAGONAL, HESSIAN_BASIS, SGD_NOISE)
 }

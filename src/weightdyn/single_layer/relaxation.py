@@ -41,13 +41,21 @@ __all__ = [
     "exponential_mean_modes",
     "fit_relaxation_rates",
     "loss_from_modes",
+    "loss_settle_time",
     "mode_variance_discrete",
     "mp_edge_check",
     "mp_edge_from_rates",
     "record_relaxation",
     "record_steps",
     "relaxation_dataset",
+    "run_deviation",
+    "sign_changes",
 ]
+
+#: the loss has settled once it stays within this fraction above its stationary value
+SETTLE_TOLERANCE = 0.1
+#: the slow modes whose share of the loss decides when it settles: omega_k < SLOW_FACTOR omega_0
+SLOW_FACTOR = 10.0
 
 P000 = "paper 000"
 
@@ -345,6 +353,85 @@ def mp_edge_from_rates(omega: ArrayLike, P: int, sigma_x2: float) -> dict[str, f
     }
 
 
+# ------------------------------------------------------------------ the claims of Fig. 3
+
+
+def sign_changes(z: ArrayLike) -> np.ndarray:
+    """Number of sign changes of ``z`` along its first axis (time), for every other index.
+
+    Exact zeros and NaN records carry no sign and are skipped (a change across them counts once).
+    The noise-averaged Eq. 27 changes sign at most once; single SGD runs may change it often
+    (paper 000, text after Eq. 27: "sign changes").
+    """
+    s = np.sign(np.nan_to_num(np.asarray(z, dtype=float)))
+    T = s.shape[0]
+    index = np.where(s != 0, np.arange(T).reshape((T,) + (1,) * (s.ndim - 1)), 0)
+    filled = np.take_along_axis(s, np.maximum.accumulate(index, axis=0), axis=0)
+    return np.sum(filled[1:] * filled[:-1] < 0, axis=0)
+
+
+def run_deviation(
+    z: ArrayLike, z_mean: ArrayLike, z_init: ArrayLike, z_star: ArrayLike
+) -> np.ndarray:
+    """Largest deviation of single runs from the noise-averaged modes, in units of the distance
+    to relax: ``max_t |z_k(t) - <z_k(t)>| / |z_k(0) - z*_k|`` for runs ``z`` (T, R, N) and the
+    mean ``z_mean`` (T, N) of Eq. 27; (R, N). Small values: every run relaxes in one step as
+    Eq. 27; values of order one: sign changes or two-step relaxation (text after Eq. 27)."""
+    z, z_mean = np.asarray(z, dtype=float), np.asarray(z_mean, dtype=float)
+    scale = np.abs(np.asarray(z_init, dtype=float) - np.asarray(z_star, dtype=float))
+    with np.errstate(divide="ignore", invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a diverged run: all NaN
+        return np.nanmax(np.abs(z - z_mean[:, None, :]), axis=0) / scale
+
+
+def loss_settle_time(t: ArrayLike, loss: ArrayLike, level: float) -> float:
+    """The first record time from which ``loss`` stays at or below ``level`` (NaN if the last
+    record is above it, or NaN)."""
+    t, loss = np.asarray(t, dtype=float), np.asarray(loss, dtype=float)
+    above = ~(loss <= level)
+    if above[-1]:
+        return float("nan")
+    last = np.flatnonzero(above)
+    return float(t[last[-1] + 1]) if last.size else float(t[0])
+
+
+def _claim_variables(run: RelaxationRun) -> dict[str, tuple]:
+    """The numbers behind the text after Eq. 27: sign changes of single runs against Eq. 27,
+    the time at which the replica-mean loss settles, and the slow mode's share of the loss."""
+    text = f"{P000} text after Eq. 27, Fig. 3"
+    with warnings.catch_warnings():  # all replicas diverged: NaN mean, no warning
+        warnings.simplefilter("ignore", RuntimeWarning)
+        loss_mean = np.nanmean(run.loss, axis=1)
+    level = (1.0 + SETTLE_TOLERANCE) * (run.L_star + 0.25 * run.lr * np.sum(run.C_tilde_diag))
+    z_exp = exponential_mean_modes(run.z_init, run.z_star, run.omega, run.time)
+    omega0, dz0 = float(run.omega[0]), float(run.z_init[0] - run.z_star[0])
+    slow = run.omega < SLOW_FACTOR * omega0
+    settle = f"replica-mean loss within {SETTLE_TOLERANCE:g} of L* + tr(HM)/2"
+    return {
+        "sign_changes_sgd": (("replica", "mode"), sign_changes(run.z).astype(np.int64),
+                             attrs("sign changes of z_k(t) along one SGD run", "1", text)),
+        "sign_changes_theory": (("mode",), sign_changes(z_exp).astype(np.int64),
+                                attrs("sign changes of the noise-averaged z_k(t) of Eq. 27",
+                                      "1", f"{P000} Eq. 27")),
+        "run_deviation": _var(("replica", "mode"),
+                              run_deviation(run.z, z_exp, run.z_init, run.z_star),
+                              "max_t |z_k(t) - Eq. 27| / |z_k(0) - z_k*| of one SGD run", text),
+        "loss_settle_level": _var((), level, f"level of {settle}", text),
+        "loss_settle_time": _var((), loss_settle_time(run.time, loss_mean, level),
+                                 f"first time from which the {settle}", text),
+        "slow_mode_initial_loss": _var((), 0.5 * omega0 * dz0**2,
+                                       "slow mode's initial excess loss omega_0 (z_0(0)-z_0*)^2/2",
+                                       f"{P000} Eq. 26"),
+        "slow_modes_initial_loss": _var(
+            (), 0.5 * float(np.sum((run.omega * (run.z_init - run.z_star) ** 2)[slow])),
+            f"initial excess loss of the {int(slow.sum())} modes with omega_k < "
+            f"{SLOW_FACTOR:g} omega_0", f"{P000} Eq. 26"),
+        "slow_mode_solution_loss": _var((), 0.5 * omega0 * float(run.z_star[0]) ** 2,
+                                        "slow mode's loss scale omega_0 z_0*^2/2",
+                                        f"{P000} Eq. 26"),
+    }  # fmt: skip
+
+
 # -------------------------------------------------------------------------------- dataset
 
 
@@ -463,12 +550,18 @@ def relaxation_dataset(run: RelaxationRun, sigma_x2: float | None = None) -> xr.
     the stationary tr(HM)/2) (t); ``omega``, ``z_star``, ``z_init`` (mode); scalars
     ``optimal_loss``, ``stationary_excess_loss``, ``omega_min``; the rates ``omega_fit``,
     ``omega_fit_se`` (:func:`fit_relaxation_rates`) and ``omega_discrete``
-    (:func:`discrete_rates`) (mode); the flag ``diverged``; and, if ``sigma_x2`` is given,
+    (:func:`discrete_rates`) (mode); the flag ``diverged``; the claims of the text after
+    Eq. 27: ``sign_changes_sgd`` (replica, mode) and ``sign_changes_theory`` (mode, Eq. 27),
+    ``run_deviation`` (replica, mode, :func:`run_deviation`), ``loss_settle_time`` and
+    ``loss_settle_level`` (:func:`loss_settle_time` of the replica-mean loss), the slow mode's
+    ``slow_mode_initial_loss``, ``slow_mode_solution_loss`` and the share of the modes below
+    ``SLOW_FACTOR omega_0``, ``slow_modes_initial_loss``; and, if ``sigma_x2`` is given,
     ``mp_lower_edge``, ``mp_lower_edge_paper``, ``omega_min_over_mp_edge``. The time dimension is
     ``t``, not ``time``: CF checkers take a dimension named ``time`` for calendar time.
     """
     R, N = run.z.shape[1], run.omega.size
     data_vars = _sgd_variables(run) | _theory_variables(run) | _mode_variables(run)
+    data_vars |= _claim_variables(run)
     if sigma_x2 is not None:
         data_vars |= _edge_variables(run, sigma_x2)
     eq27 = f"{P000} Eq. 27"

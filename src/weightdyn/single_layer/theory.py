@@ -43,6 +43,7 @@ from scipy.sparse.linalg import LinearOperator, eigsh
 
 __all__ = [
     "DiscreteCovariance",
+    "averaged_noise_covariance",
     "circulation",
     "detailed_balance_covariance",
     "detailed_balance_eigenvalues",
@@ -64,6 +65,7 @@ __all__ = [
     "second_moment_step",
     "slowest_relaxation_steps",
     "sorted_eigenvalues",
+    "spatial_weight_variance",
     "stationary_covariance",
 ]
 
@@ -281,6 +283,45 @@ def noise_covariance(
         G = X.T @ r / P
         C = pref * (X.T @ ((r**2)[:, None] * X) / P - np.outer(G, G))
     return 0.5 * (C + C.T)
+
+
+def averaged_noise_covariance(
+    X: ArrayLike, y: ArrayLike, batch_size: int, sampling: Sampling, M: ArrayLike
+) -> FloatArray:
+    """Noise covariance of Eq. 14 (Eq. 15 corrected, docs/errata.md) averaged over the weights
+    ``w = w* + dw`` with ``<dw> = 0`` and ``<dw dw^T> = M`` (e.g. the Lyapunov M of Eq. 30)::
+
+        <C(w)> = C(w*) + c(P, S) [ (1/P) sum_mu (x^mu . M x^mu) x^mu x^mu^T - H M H ],
+
+    since ``<r_mu^2> = r*_mu^2 + x^mu . M x^mu`` and ``<G G^T> = H M H``. The bracket is the
+    multiplicative correction to Eq. 17: the noise SGD feels in its stationary state.
+    """
+    X, y = _check_xy(X, y)
+    P, N = X.shape
+    M = _check_square(M, "M")
+    if M.shape != (N, N):
+        raise ValueError(f"M must have shape ({N}, {N}), got {M.shape}")
+    H = hessian(X)
+    q = np.einsum("mi,ij,mj->m", X, M, X)
+    extra = X.T @ (q[:, None] * X) / P - H @ M @ H
+    pref = noise_prefactor(P, batch_size, sampling)
+    C = noise_covariance(X, y, batch_size, sampling) + pref * extra
+    return 0.5 * (C + C.T)
+
+
+def spatial_weight_variance(w: ArrayLike, M: ArrayLike | None = None) -> float:
+    """Variance across the weights ``(1/N) sum_i (w_i - mean_j w_j)^2`` (Fig. 4a,
+    ``<delta w_i(t)^2>_i``); with ``M`` its expectation for weights of mean ``w`` and covariance
+    ``M``: ``(1/N) [w^T Pi w + tr(Pi M)]``, ``Pi = 1 - 1 1^T / N`` (for ``w = w*``, ``M`` of
+    Eq. 30: the stationary spatial variance, which peaks at ``P = N`` with ``|w*|``)."""
+    w = np.asarray(w, dtype=float)
+    N = w.size
+    centred = w - w.mean()
+    value = centred @ centred
+    if M is not None:
+        M = _check_square(M, "M")
+        value += np.trace(M) - M.sum() / N
+    return float(value / N)
 
 
 def hessian_noise_covariance(H: ArrayLike, sigma_eps2: float, batch_size: int) -> FloatArray:
