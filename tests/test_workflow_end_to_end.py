@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import time
 from pathlib import Path
@@ -178,5 +179,7 @@ def test_a_package_edit_reruns_only_the_cells_it_can_change(test_run: Path, tmp_
     )
     counts = job_counts(proc.stdout)
     print(counts)
-    assert counts["cell"] == 2  # the two-layer sgd and sgf cells
-    assert "two_layer" in proc.stdout and "results/cells/single_layer" not in proc.stdout
+    # the two-layer sgd and sgf cells, and the four models cells (weightdyn.models.theory
+    # imports two_layer.theory); no single-layer or mean-field cell
+    cells = set(re.findall(r"results/cells/(\w+)/\S+\.nc", proc.stdout))
+    assert counts["cell"] == 6 and cells == {"two_layer", "deep_linear", "one_hidden"}, cells

@@ -226,7 +226,7 @@ FIGURES = {
     "ivfr": Figure(plots.ivfr, caption=(
         "Inverse variance-flatness relation (paper 000 Fig. 7a): curvature v^T H v along the "
         "eigenvectors v of the SGD covariance against their variance, log-log, one series per "
-        f"cell, with the exact linearisation's (lines); {_ERR}.")),
+        f"cell, with the exact linearisation's (Eq. 29; lines); {_ERR}.")),
     "trace_vs_lr": Figure(plots.trace_vs_lr, caption=(
         "tr M of the SGD covariance against the learning rate, with the exact linearisation "
         "(Eq. 29, continuous time), its discrete-time recursion and App. A's form; "
