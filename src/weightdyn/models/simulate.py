@@ -41,7 +41,7 @@ from weightdyn.counter_rng import replica_keys, uniform, uniforms
 from weightdyn.minibatch import draw_batch
 from weightdyn.models.base import FloatArray, Model
 from weightdyn.models.networks import DeepLinear, OneHidden
-from weightdyn.single_layer.simulate import batch_indices_from_uniforms
+from weightdyn.single_layer.simulate import _within, batch_indices_from_uniforms
 from weightdyn.streams import ProgressReporter
 
 __all__ = [
@@ -176,16 +176,6 @@ def _one_hidden_gradient(X, Y, theta, idx, spec, work, g):
                 g[n1 + k + No * Nh] += r[k]
             for h in range(Nh):
                 g[h + Nh * Ni] += delta[h]
-
-
-@njit(cache=True, boundscheck=False, fastmath={"reassoc", "contract"}, inline="always")
-def _within(theta, bound):
-    """Every component in ``[-bound, bound]`` (False for NaN)."""
-    ok = True
-    for i in range(theta.shape[0]):
-        if not (abs(theta[i]) <= bound):
-            ok = False
-    return ok
 
 
 @njit(cache=True, boundscheck=False, fastmath={"reassoc", "contract"}, inline="always")
