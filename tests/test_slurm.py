@@ -157,7 +157,7 @@ def test_a_failing_cell_is_reported_failed_in_bounded_time(
     cluster: LocalSlurm, tmp_path: Path
 ) -> None:
     wf = copy_workflow(tmp_path / "wf")
-    (wf / "scripts" / "data.py").write_text('raise RuntimeError("injected failure")\n')
+    (wf / "scripts" / "cell.py").write_text('raise RuntimeError("injected failure")\n')
     cfg = yaml.safe_load((ROOT / "config" / "test.yaml").read_text())
     tiny = {"sweeps": {"fig4a": {**cfg["sweeps"]["fig4a"], "N": [10]}}, "figures": cfg["figures"]}
     (wf / "config" / "tiny.yaml").write_text(yaml.safe_dump(tiny))
@@ -167,6 +167,6 @@ def test_a_failing_cell_is_reported_failed_in_bounded_time(
     out = proc.stdout + proc.stderr
     print(f"failing cell reported after {wall:.0f} s (retries included)")
     assert proc.returncode != 0
-    assert "Error in rule data" in out
+    assert "Error in rule cell" in out
     failed = [job for job in cluster.jobs() if job["state"] == "FAILED"]
     assert len(failed) >= 1

@@ -3,28 +3,75 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import os
 import resource
 import sys
+import threading
 import time
 import traceback
+from collections.abc import Iterator
 
 import psutil
+
+# Jobs run inside the Snakemake process (``run:`` rules) take turns: they are light, and one at a
+# time keeps their logs apart and netCDF/HDF5, which is not thread-safe, on one thread.
+_IN_PROCESS = threading.Lock()
 
 
 def job_logger(name: str, path: str | os.PathLike) -> logging.Logger:
     """A logger writing timestamped lines to ``path`` (the rule's log file) only."""
-    logger = logging.getLogger(f"weightdyn.job.{name}")
-    logger.handlers.clear()
+    logger = _file_logger(f"weightdyn.job.{name}", path)
+    _log_uncaught(logger)
+    atexit.register(_log_cost, logger)
+    return logger
+
+
+def _file_logger(name: str, path: str | os.PathLike) -> logging.Logger:
+    logger = logging.getLogger(name)
+    for handler in list(logger.handlers):
+        logger.removeHandler(handler)
+        handler.close()
     logger.propagate = False
     handler = logging.FileHandler(path, mode="w")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
-    _log_uncaught(logger)
-    atexit.register(_log_cost, logger)
     return logger
+
+
+@contextlib.contextmanager
+def in_process_job(name: str, path: str | os.PathLike) -> Iterator[logging.Logger]:
+    """The logger of a job run inside the Snakemake process (a ``run:`` rule), one job at a time.
+
+    Like :func:`job_logger`, but the job is a block, not a process: an error that ends it is
+    written to the log before it propagates to Snakemake, and the closing ``cost:`` line counts
+    this thread's CPU time and the block's wall time (the peak memory is the Snakemake process's).
+    """
+    with _IN_PROCESS:
+        logger = _file_logger(f"weightdyn.in_process.{name}", path)
+        start, before = time.time(), resource.getrusage(resource.RUSAGE_THREAD)
+        try:
+            yield logger
+        except BaseException as err:
+            logger.error("job failed: %s", "".join(traceback.format_exception_only(err)).strip())
+            raise
+        finally:
+            logger.info(_thread_cost_line(time.time() - start, before))
+            for handler in list(logger.handlers):
+                logger.removeHandler(handler)
+                handler.close()
+
+
+def _thread_cost_line(wall: float, before: resource.struct_rusage) -> str:
+    after = resource.getrusage(resource.RUSAGE_THREAD)
+    user, system = after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return (
+        f"cost: wall {wall:.2f} s, cpu {user + system:.2f} s "
+        f"(user {user:.2f}, sys {system:.2f}), max rss {rss:.0f} MB (in the Snakemake process)"
+    )
 
 
 def cost_line() -> str:

@@ -3,11 +3,15 @@
 # with a message naming the key (sweeps.<name>.<axis>) and what is allowed.
 import functools
 import re
+import sys
 
 from weightdyn import experiments, sweep
 from weightdyn.sweep import sorted_params
 from weightdyn.codehash import code_hash, module_hash
 from weightdyn.experiments import ConfigError
+
+sys.path.insert(0, f"{workflow.basedir}/scripts")
+import local_jobs  # the rules run inside this process (data, merge, summary)
 
 
 def _expand(config):

@@ -3,8 +3,6 @@
 
 
 localrules:
-    merge,
-    summary,
     figure,
     agreement_table,
 

@@ -1,5 +1,12 @@
 # One generic pipeline for every experiment: shared data set -> one job per cell -> merge per
-# sweep (sparse, along `cell`) -> summary (fits) where the experiment declares one.
+# sweep (sparse, along `cell`) -> summary (fits) where the experiment declares one. Data sets,
+# merges and summaries are light: they run inside the Snakemake process (scripts/local_jobs.py).
+
+
+localrules:
+    data,
+    merge,
+    summary,
 
 
 wildcard_constraints:
@@ -14,9 +21,7 @@ rule data:
     log:
         "logs/data/{dataset}/{data}.log",
     cache: "omit-software"
-    priority: 100000  # data sets take seconds and unblock the cells: make them first
-    conda:
-        "../envs/weightdyn.yaml"
+    priority: 100000  # data sets take milliseconds and unblock the cells: make them first
     threads: 1
     resources:
         mem_mb=2000,
@@ -25,8 +30,8 @@ rule data:
         experiment=lambda w: DATA[f"{w.dataset}/{w.data}"][0],
         params=lambda w: DATA[f"{w.dataset}/{w.data}"][1],
         code=lambda w: experiment_code(DATA[f"{w.dataset}/{w.data}"][0]),
-    script:
-        "../../scripts/data.py"
+    run:
+        local_jobs.data_set(params, wildcards, output, log, rule)
 
 
 rule cell:
@@ -57,8 +62,6 @@ rule merge:
         update("results/{sweep}.nc"),
     log:
         "logs/merge/{sweep}.log",
-    conda:
-        "../envs/weightdyn.yaml"
     threads: 1
     params:
         experiment=lambda w: SWEEPS[w.sweep].experiment,
@@ -66,8 +69,8 @@ rule merge:
         ids=lambda w: [c.id for c in SWEEPS[w.sweep].cells],
         settings=lambda w: sorted_params(SWEEPS[w.sweep].settings),
         code=lambda w: experiment_code(SWEEPS[w.sweep].experiment),
-    script:
-        "../../scripts/merge.py"
+    run:
+        local_jobs.merged_sweep(params, wildcards, input, output, log, rule)
 
 
 rule summary:
@@ -77,13 +80,11 @@ rule summary:
         update("results/{sweep}.summary.nc"),
     log:
         "logs/merge/{sweep}.summary.log",
-    conda:
-        "../envs/weightdyn.yaml"
     threads: 1
     params:
         experiment=lambda w: SWEEPS[w.sweep].experiment,
         cells=lambda w: [sorted_params(c.params) for c in SWEEPS[w.sweep].cells],
         settings=lambda w: sorted_params(SWEEPS[w.sweep].settings),
         code=lambda w: experiment_code(SWEEPS[w.sweep].experiment),
-    script:
-        "../../scripts/summary.py"
+    run:
+        local_jobs.summary(params, wildcards, input, output, log, rule)

@@ -1,0 +1,91 @@
+"""The light jobs, run inside the Snakemake process (``run:`` rules of workflow/rules/sweep.smk).
+
+A shared data set takes milliseconds and a merge or summary a fraction of a second, but a job
+in a process of its own pays about 1.5 CPU-s to start Python and import xarray and the package,
+and Snakemake about one more to spawn it: over the hundreds of data sets and merges of a sweep
+that was a third of the default config's cost. These jobs run as threads of the Snakemake
+process instead, which has imported the package to expand the config; they take turns
+(:func:`weightdyn.joblog.in_process_job`), so no two use netCDF at once. Locally this needs the
+default profile's ``force-use-threads`` (Snakemake spawns a ``run:`` job as a process of its own
+otherwise); on a cluster they are localrules, run by the submitting process.
+
+Each function is one rule: the job's ``params``, ``wildcards``, ``input``, ``output``, ``log`` and
+``rule`` in, one file written atomically.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from weightdyn import experiments, integrity, io
+from weightdyn.joblog import in_process_job
+
+Namedlist = Any  # Snakemake's params, wildcards, input, output, log: lists with named attributes
+
+
+def data_set(params: Namedlist, wildcards: Namedlist, output: Namedlist, log: Namedlist, rule: str):
+    """Rule data: one shared data set of an experiment (e.g. the teacher-student set, Eq. 1)."""
+    with in_process_job("data", log[0]) as logger:
+        exp = experiments.get(params.experiment)
+        spec = exp.data
+        ds = spec.make(params.params)
+        ds.attrs.update(
+            io.provenance(
+                params.params,
+                title=f"weightdyn data set {spec.name} {wildcards.data}",
+                source=f"data set of {exp.name}: {exp.source}",
+                history=io.history_line(rule),
+            )
+        )
+        io.write_atomic(ds, output[0])
+        logger.info("wrote %s (%s)", output[0], params.params)
+
+
+def merged_sweep(
+    params: Namedlist,
+    wildcards: Namedlist,
+    input: Namedlist,
+    output: Namedlist,
+    log: Namedlist,
+    rule: str,
+):
+    """Rule merge: the cells of one sweep along one `cell` dimension (weightdyn.io.stack_cells)."""
+    with in_process_job("merge", log[0]) as logger:
+        exp = experiments.get(params.experiment)
+        cells = params.cells
+        integrity.require_cells_intact(input, cells, exp.name, f"merge of {output[0]}")
+        datasets = io.load_all(input)
+        axes = [p for p in exp.axes if any(c.get(p.name) is not None for c in cells)]
+        coords = {p.name: ([c.get(p.name) for c in cells], p.attrs()) for p in axes}
+        coords["cell_id"] = (params.ids, {"long_name": "cell identifier", "units": "1"})
+        attrs = io.sweep_attrs(
+            exp, wildcards.sweep, params.settings, axes, history=io.history_line(rule)
+        )
+        io.write_atomic(io.stack_cells(datasets, coords, attrs), output[0])
+        logger.info("merged %d cells of sweep %s", len(datasets), wildcards.sweep)
+
+
+def summary(
+    params: Namedlist,
+    wildcards: Namedlist,
+    input: Namedlist,
+    output: Namedlist,
+    log: Namedlist,
+    rule: str,
+):
+    """Rule summary: an experiment's fits over the cells of one sweep (Experiment.summarize)."""
+    with in_process_job("summary", log[0]) as logger:
+        exp = experiments.get(params.experiment)
+        integrity.require_cells_intact(input, params.cells, exp.name, f"summary {output[0]}")
+        datasets = io.load_all(input)
+        result = exp.summarize(datasets, params.cells, params.settings)
+        result.attrs.update(  # a summary may carry a cell's attributes: ours win
+            io.provenance(
+                {"experiment": exp.name, "sweep": wildcards.sweep},
+                title=f"weightdyn sweep {wildcards.sweep} summary: {exp.title}",
+                source=exp.source,
+                history=io.history_line(rule),
+            )
+        )
+        io.write_atomic(result, output[0])
+        logger.info("summarised %d cells of sweep %s", len(datasets), wildcards.sweep)
