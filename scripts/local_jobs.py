@@ -1,9 +1,11 @@
-"""The light jobs, run inside the Snakemake process (``run:`` rules of workflow/rules/sweep.smk).
+"""The light jobs, run inside the Snakemake process (``run:`` rules of workflow/rules/sweep.smk),
+and the cell body that the rule script scripts/cell.py shares with them.
 
-A shared data set takes milliseconds and a merge or summary a fraction of a second, but a job
-in a process of its own pays about 1.5 CPU-s to start Python and import xarray and the package,
-and Snakemake about one more to spawn it: over the hundreds of data sets and merges of a sweep
-that was a third of the default config's cost. These jobs run as threads of the Snakemake
+A shared data set takes milliseconds, a merge or summary a fraction of a second and a light cell
+(Experiment.light: a theory evaluation of small matrices) about as long, but a job in a process
+of its own pays about 1.5 CPU-s to start Python and import xarray and the package, and Snakemake
+about one more to spawn it: over the hundreds of such jobs of the default config that was about
+half of its cost. These jobs run as threads of the Snakemake
 process instead, which has imported the package to expand the config; they take turns
 (:func:`weightdyn.joblog.in_process_job`), so no two use netCDF at once. Locally this needs the
 default profile's ``force-use-threads`` (Snakemake spawns a ``run:`` job as a process of its own
@@ -15,7 +17,10 @@ Each function is one rule: the job's ``params``, ``wildcards``, ``input``, ``out
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
+
+from threadpoolctl import threadpool_limits
 
 from weightdyn import experiments, integrity, io
 from weightdyn.joblog import in_process_job
@@ -89,3 +94,50 @@ def summary(
         )
         io.write_atomic(result, output[0])
         logger.info("summarised %d cells of sweep %s", len(datasets), wildcards.sweep)
+
+
+def write_cell(
+    name: str,
+    cell_id: str,
+    params: Mapping[str, Any],
+    data: str | None,
+    output: str,
+    rule: str,
+    progress: Callable[..., None],
+) -> None:
+    """Run one cell of experiment ``name`` (its ``run_cell``) and write it with its provenance."""
+    exp = experiments.get(name)
+    params = dict(params)
+    progress("experiment %s, cell %s", name, cell_id)
+    if exp.data is not None:
+        integrity.require_intact({data: None}, f"cell {output}")
+        params["data"] = exp.data.load(io.load(data))
+    ds = exp.run_cell(params, progress)
+    params.pop("data", None)
+    ds.attrs.update(
+        io.provenance(
+            {"experiment": name, **params},
+            title=f"weightdyn {name} cell {cell_id}: {exp.title}",
+            source=exp.source,
+            history=io.history_line(rule),
+        )
+    )
+    if data:
+        ds.attrs["data_file"] = str(data)
+    io.write_atomic(ds, output)
+    progress("wrote %s", output)
+
+
+def light_cell(
+    params: Namedlist,
+    wildcards: Namedlist,
+    input: Namedlist,
+    output: Namedlist,
+    log: Namedlist,
+    rule: str,
+):
+    """Rule light_cell: a light cell (Experiment.light), on one BLAS thread as rule cell's."""
+    name, cell_id = wildcards.light.split("/", 1)
+    with in_process_job("cell", log[0]) as logger, threadpool_limits(1):
+        data = input.data or None
+        write_cell(name, cell_id, params.params, data, output[0], rule, logger.info)

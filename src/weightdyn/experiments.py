@@ -188,6 +188,9 @@ class Experiment:
       summary if the experiment has one, else from its merged cells; ``label`` names the sweep
       (the config's ``label``, e.g. "Fig. 4a").
     - ``resources(params, attempt) -> {"mem_mb": ..., "runtime": ...}`` (minutes).
+    - ``light(params) -> bool``: the cell takes about a second or less (a theory evaluation of
+      small matrices); the workflow runs it inside its own process rather than paying a process
+      start and the imports, about two CPU-seconds a job. None: no cell is light.
     - ``data``: the shared data set the cells read, or None (see :class:`DataSet`).
     """
 
@@ -205,6 +208,7 @@ class Experiment:
     figures: Mapping[str, Figure] = field(default_factory=dict)
     default_figures: tuple[str, ...] = ()
     resources: Callable[[Params, int], dict[str, int]] | None = None
+    light: Callable[[Params], bool] | None = None
     data: DataSet | None = None
 
     @property

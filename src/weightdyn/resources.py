@@ -23,6 +23,14 @@ TL_MULADDS_PER_S = 2.5e8  # two-layer kernel: S * N_h * (N_i + N_o) per replica-
 #: 1.2-1.5x; a threshold of 600 s made the paper run 100 min instead of 73, so only the longest
 #: cells get two.
 PARALLEL_CELL_S = 1800.0
+#: a cell of at most this many multiply-adds (about a second here) is light: the workflow runs it
+#: inside its own process (Experiment.light) instead of paying ~2 CPU-s to start a job process
+LIGHT_MULADDS = 1e9
+
+
+def is_light(muladds: float) -> bool:
+    """Whether a cell of ``muladds`` multiply-adds is light (:data:`LIGHT_MULADDS`)."""
+    return muladds <= LIGHT_MULADDS
 
 
 def kernel_threads(seconds: float, replicas: int) -> int:

@@ -37,6 +37,12 @@ for _cell in CELLS.values():
             f"{_spec.name}/{sweep.data_id(EXPERIMENTS[_cell.experiment], _cell.params)}",
             (_cell.experiment, {k: _cell.params[k] for k in _keys}),
         )
+# cells their experiment declares light (Experiment.light): rule light_cell runs them in this process
+LIGHT_CELLS = {
+    key
+    for key, c in CELLS.items()
+    if (light := EXPERIMENTS[c.experiment].light) and light(c.params)
+}
 SUMMARISED = sorted(n for n, s in SWEEPS.items() if EXPERIMENTS[s.experiment].summarize)
 
 
@@ -44,16 +50,29 @@ def _alternatives(names):
     return "|".join(re.escape(n) for n in sorted(names)) or "^$"
 
 
+def cell_of(w):
+    """The cell of a job of rule cell ({experiment}/{cell}) or light_cell ({light})."""
+    return CELLS[w.light] if "light" in w.keys() else CELLS[f"{w.experiment}/{w.cell}"]
+
+
+def cell_params(w):
+    """Everything run_cell receives, in a stable order (a reordered config is no params change)."""
+    return sorted_params(cell_of(w).params)
+
+
+def cell_code(w):
+    return experiment_code(cell_of(w).experiment)
+
+
 def cell_data_path(w):
     """The shared data set a cell reads (none if its experiment declares none)."""
-    cell = CELLS[f"{w.experiment}/{w.cell}"]
-    exp = EXPERIMENTS[cell.experiment]
-    return sweep.data_path(exp, cell.params) or []
+    cell = cell_of(w)
+    return sweep.data_path(EXPERIMENTS[cell.experiment], cell.params) or []
 
 
 def cell_request(w, attempt):
     """Cluster request of one cell, scaled with its size; grows with each retry."""
-    cell = CELLS[f"{w.experiment}/{w.cell}"]
+    cell = cell_of(w)
     exp = EXPERIMENTS[cell.experiment]
     if exp.resources is None:
         return {"mem_mb": 2000 * attempt, "runtime": 30 * attempt}
@@ -62,8 +81,7 @@ def cell_request(w, attempt):
 
 def cell_priority(w):
     """Longest first (its run-time request, minutes): a long cell started last ends the run alone."""
-    cell = CELLS[f"{w.experiment}/{w.cell}"]
-    exp = EXPERIMENTS[cell.experiment]
+    exp = EXPERIMENTS[cell_of(w).experiment]
     return 1 if exp.resources is None else cell_request(w, 1)["runtime"]
 
 

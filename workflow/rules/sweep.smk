@@ -5,8 +5,13 @@
 
 localrules:
     data,
+    light_cell,
     merge,
     summary,
+
+
+# a light cell (Experiment.light) matches both cell rules; it runs inside this process
+ruleorder: light_cell > cell
 
 
 wildcard_constraints:
@@ -49,10 +54,31 @@ rule cell:
         mem_mb=lambda w, attempt: cell_request(w, attempt)["mem_mb"],
         runtime=lambda w, attempt: cell_request(w, attempt)["runtime"],
     params:
-        params=lambda w: sorted_params(CELLS[f"{w.experiment}/{w.cell}"].params),
-        code=lambda w: experiment_code(w.experiment),
+        params=cell_params,
+        code=cell_code,
     script:
         "../../scripts/cell.py"
+
+
+rule light_cell:
+    input:
+        data=cell_data_path,
+    output:
+        "results/cells/{light}.nc",
+    log:
+        "logs/cells/{light}.log",
+    wildcard_constraints:
+        light=_alternatives(LIGHT_CELLS),
+    priority: 1
+    threads: 1
+    resources:
+        mem_mb=lambda w, attempt: cell_request(w, attempt)["mem_mb"],
+        runtime=lambda w, attempt: cell_request(w, attempt)["runtime"],
+    params:
+        params=cell_params,
+        code=cell_code,
+    run:
+        local_jobs.light_cell(params, wildcards, input, output, log, rule)
 
 
 rule merge:

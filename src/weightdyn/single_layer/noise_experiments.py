@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from weightdyn import io, seeds
+from weightdyn import io, resources, seeds
 from weightdyn.agreement import Agreement, agreement
 from weightdyn.experiments import (
     REQUIRED,
@@ -371,6 +371,21 @@ def _resources(mem_mb: int, minutes: int):
     return request
 
 
+def _light_projector(params: Params) -> bool:
+    """A pseudo-inverse of a (P, N) matrix per realisation."""
+    return resources.is_light(params["realisations"] * params["P"] * params["N"] ** 2)
+
+
+def _light_data(params: Params) -> bool:
+    """Eq. 17 and the Hessian of one data set: O(N^3 + P N^2)."""
+    return resources.is_light(params["N"] ** 3 + params["P"] * params["N"] ** 2)
+
+
+def _light_spectrum(params: Params) -> bool:
+    """Eq. 17 plus the empirical covariance of ``n_batches`` mini-batch gradients (N^2 each)."""
+    return _light_data(params) and resources.is_light(params["n_batches"] * params["N"] ** 2)
+
+
 _DATA_AXES = (N, P, P_OVER_N, SIGMA_EPS2, DATA_SEED)
 _IDENTITY = ("N", "P", "sigma_eps2", "data_seed")
 
@@ -395,6 +410,7 @@ PROJECTOR = Experiment(
     },
     default_figures=("fig1a",),
     resources=_resources(2000, 10),
+    light=_light_projector,
 )
 
 K_DIAGONAL = Experiment(
@@ -417,6 +433,7 @@ K_DIAGONAL = Experiment(
     },
     default_figures=("fig1b",),
     resources=_resources(2000, 10),
+    light=_light_data,
     data=TEACHER_STUDENT,
 )
 
@@ -449,6 +466,7 @@ NOISE_SPECTRUM = Experiment(
     },
     default_figures=("fig2a", "fig2b"),
     resources=_resources(2000, 30),
+    light=_light_spectrum,
     data=TEACHER_STUDENT,
 )
 
@@ -475,6 +493,7 @@ HESSIAN_BASIS = Experiment(
     },
     default_figures=("fig2c",),
     resources=_resources(2000, 10),
+    light=_light_data,
     data=TEACHER_STUDENT,
 )
 

@@ -216,6 +216,14 @@ def _resources(params: Params, attempt: int) -> dict[str, int]:
     }
 
 
+def _light(params: Params) -> bool:
+    """A theory-only cell (Eqs. 17, 30, the exact discrete fixed point; O(N^3 + P N^2), the
+    factor of resources.single_layer_theory), except at N = P, where the exact discrete fixed
+    point converges slowly (minutes)."""
+    N, P = params["N"], params["P"]
+    return params["dynamics"] == "none" and N != P and resources.is_light(50 * (N**3 + P * N**2))
+
+
 # ------------------------------------------------------------------------------ agreement
 
 BEYOND = "beyond Eq. 30 (docs/discrete_covariance.md)"
@@ -418,6 +426,7 @@ EXPERIMENTS = {
         figures=FIGURES,
         default_figures=("variance_vs_size", "spectra"),
         resources=_resources,
+        light=_light,
         data=TEACHER_STUDENT,
     )
 }
