@@ -20,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import numpy as np
+import xarray as xr
 from threadpoolctl import threadpool_limits
 
 from weightdyn import experiments, integrity, io
@@ -141,3 +143,37 @@ def light_cell(
     with in_process_job("cell", log[0]) as logger, threadpool_limits(1):
         data = input.data or None
         write_cell(name, cell_id, params.params, data, output[0], rule, logger.info)
+
+
+def figure(params: Namedlist, input: Namedlist, output: Namedlist, log: Namedlist):
+    """Rule figure: one view (an experiment's figure function on its merged cells or summary).
+
+    Figures take turns with the other in-process jobs, which keeps pyplot's global state to one
+    thread; whatever a failing figure function left open is closed."""
+    import matplotlib  # only figure jobs draw: the other jobs never load it
+
+    matplotlib.use("Agg")  # no GUI backend in a worker thread, even under a desktop session
+    import matplotlib.pyplot as plt
+
+    from weightdyn.plots.common import save
+
+    with in_process_job("figure", log[0]) as logger:
+        try:
+            ds = _view_data(io.load_all(input), params.cells, params.experiment, params.figure)
+            spec = experiments.get(params.experiment).figures[params.figure]
+            save(spec.plot(ds, **params.options), output, dpi=params.dpi)
+        finally:
+            plt.close("all")
+        logger.info("wrote %s", ", ".join(output))
+
+
+def _view_data(parts: list[xr.Dataset], cells: list[str], experiment: str, figure: str):
+    """The merged sweeps of a view, restricted to its cells (a cell in two sweeps drawn once);
+    a summary as it is (a list for several)."""
+    if experiments.get(experiment).figures[figure].source != "cells":
+        return parts[0] if len(parts) == 1 else parts
+    ds = xr.concat(parts, dim="cell", data_vars="all", join="outer") if len(parts) > 1 else parts[0]
+    keep = np.isin(ds["cell_id"].values, cells)
+    _, first = np.unique(ds["cell_id"].values, return_index=True)
+    keep &= np.isin(np.arange(ds.sizes["cell"]), first)
+    return ds.isel(cell=np.flatnonzero(keep))

@@ -1,5 +1,6 @@
 # Figures: one rule draws every view (a sweep's figures, the config's named views); plotting
-# reads merged datasets and never triggers a simulation.
+# reads merged datasets and never triggers a simulation. It runs inside the Snakemake process
+# (scripts/local_jobs.py): a figure takes about a second to draw and three to start a process.
 
 
 localrules:
@@ -23,8 +24,6 @@ rule figure:
         ),
     log:
         "logs/figures/{view}.log",
-    conda:
-        "../envs/weightdyn.yaml"
     threads: 1
     params:
         experiment=lambda w: VIEWS[w.view].experiment,
@@ -34,5 +33,5 @@ rule figure:
         options=lambda w: sorted_params(VIEWS[w.view].options),
         dpi=STYLE["dpi"],
         code=figure_code,
-    script:
-        "../../scripts/figure.py"
+    run:
+        local_jobs.figure(params, input, output, log)
