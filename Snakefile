@@ -26,19 +26,14 @@ os.environ.setdefault("WEIGHTDYN_ROOT", workflow.basedir)
 os.environ.setdefault("WEIGHTDYN_COMMAND", shlex.join(["snakemake", *sys.argv[1:]]))
 
 
-# Snakemake's job rate limiter (--max-jobs-per-timespan, default 100/1s) re-arms a timer at every
-# scheduling pass, and every finished job starts one more such chain of timers: near the end of a
-# 500-job run the scheduler re-selected jobs hundreds of times a second, half a core that the
-# jobs lacked (docs/design.md). Jobs are started when one finishes anyway; the limit only guards
-# a cluster against bursts of submissions, which its profile's `jobs` bounds too.
-if getattr(workflow, "scheduling_settings", None) is not None:
-    workflow.scheduling_settings.max_jobs_per_timespan = None
-
-
 include: "workflow/rules/common.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/sweep.smk"
 include: "workflow/rules/figures.smk"
+
+
+onstart:
+    drop_job_rate_limiter(workflow)
 
 
 rule all:

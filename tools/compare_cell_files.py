@@ -50,9 +50,10 @@ def main() -> None:
     both = sorted(files[args.old] & files[args.new])
     same, differ = Counter(), Counter()
     for rel in both:
-        with xr.open_dataset(args.old / "results" / rel) as a, xr.open_dataset(
-            args.new / "results" / rel
-        ) as b:
+        with (
+            xr.open_dataset(args.old / "results" / rel) as a,
+            xr.open_dataset(args.new / "results" / rel) as b,
+        ):
             found = differences(a.load(), b.load())
         kind = f"{rel.parts[0]}/{rel.parts[1]}"
         if found:

@@ -140,6 +140,20 @@ def figure_report(files, caption, category, subcategory):
     return [flagged if f == shown else f for f in files]
 
 
+def drop_job_rate_limiter(workflow):
+    """Run without Snakemake's job rate limiter (--max-jobs-per-timespan, default 100/1s).
+
+    It re-arms a timer at every scheduling pass, and each finished job starts one more chain of
+    such timers, so that near the end of a 500-job run the scheduler re-selected jobs (every ready
+    job's params, resources and input sizes) hundreds of times a second: half a core the jobs
+    lacked (docs/design.md). Without it the scheduler selects when a job finishes, which is all
+    a run needs; a cluster profile's `jobs` still bounds the jobs submitted at once. Snakemake 9
+    internals, hence the guard: another version keeps its limiter."""
+    scheduler = getattr(workflow, "scheduler", None)
+    if getattr(scheduler, "job_rate_limiter", None) is not None:
+        scheduler.job_rate_limiter = None
+
+
 def targets():
     """Everything the config asks for: merged sweeps, summaries, figures, the agreement table."""
     out = [f"results/{name}.nc" for name in SWEEPS]
