@@ -79,6 +79,12 @@ def cell_request(w, attempt):
     return exp.resources(cell.params, attempt)
 
 
+# Jobs run inside this process (data sets, light cells, merges, summaries, figures) take about a
+# second: they go before any job process as soon as they are ready, so that a sweep's merge and
+# figures are drawn while the long cells of other sweeps run, not all at the end on one core.
+IN_PROCESS_PRIORITY = 100000
+
+
 def cell_priority(w):
     """Longest first (its run-time request, minutes): a long cell started last ends the run alone."""
     exp = EXPERIMENTS[cell_of(w).experiment]

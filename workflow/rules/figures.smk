@@ -24,6 +24,7 @@ rule figure:
         ),
     log:
         "logs/figures/{view}.log",
+    priority: IN_PROCESS_PRIORITY
     threads: 1
     params:
         experiment=lambda w: VIEWS[w.view].experiment,

@@ -26,7 +26,7 @@ rule data:
     log:
         "logs/data/{dataset}/{data}.log",
     cache: "omit-software"
-    priority: 100000  # data sets take milliseconds and unblock the cells: make them first
+    priority: IN_PROCESS_PRIORITY
     threads: 1
     resources:
         mem_mb=2000,
@@ -69,7 +69,7 @@ rule light_cell:
         "logs/cells/{light}.log",
     wildcard_constraints:
         light=_alternatives(LIGHT_CELLS),
-    priority: 1
+    priority: IN_PROCESS_PRIORITY
     threads: 1
     resources:
         mem_mb=lambda w, attempt: cell_request(w, attempt)["mem_mb"],
@@ -88,6 +88,7 @@ rule merge:
         update("results/{sweep}.nc"),
     log:
         "logs/merge/{sweep}.log",
+    priority: IN_PROCESS_PRIORITY
     threads: 1
     params:
         experiment=lambda w: SWEEPS[w.sweep].experiment,
@@ -106,6 +107,7 @@ rule summary:
         update("results/{sweep}.summary.nc"),
     log:
         "logs/merge/{sweep}.summary.log",
+    priority: IN_PROCESS_PRIORITY
     threads: 1
     params:
         experiment=lambda w: SWEEPS[w.sweep].experiment,
