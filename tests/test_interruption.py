@@ -69,8 +69,17 @@ def _cells(wf: Path) -> set[str]:
     return {p.name for p in (wf / THEORY).glob("*.nc")}
 
 
+def _in_flight(wf: Path) -> bool:
+    """A cell job has started (its log exists) and not written its file."""
+    logs = {p.stem for p in (wf / "logs" / "cells" / "single_layer").glob("*.log")}
+    return bool(logs - {Path(name).stem for name in _cells(wf)})
+
+
 def _interrupt(wf: Path, sig: signal.Signals, after: int) -> set[str]:
-    """Run the sweep on one core; send ``sig`` to its process group once ``after`` cells exist."""
+    """Run the sweep on one core; send ``sig`` to its process group once ``after`` cells exist
+    and the next one is computing. Not at the instant a cell ends: a SIGINT sent then, while
+    Snakemake finishes the job, was lost in two full-suite runs (the sweep went on to its end;
+    the same test alone passed), presumably in one of Snakemake's asyncio runners."""
     proc = subprocess.Popen(
         [_snakemake_exe(), "--configfile", "config/interrupt.yaml", "--cores", "1"],
         cwd=wf,
@@ -79,8 +88,11 @@ def _interrupt(wf: Path, sig: signal.Signals, after: int) -> set[str]:
         start_new_session=True,
     )
     end = time.monotonic() + 300
-    while len(_cells(wf)) < after and proc.poll() is None and time.monotonic() < end:
+    while not (len(_cells(wf)) >= after and _in_flight(wf)) and time.monotonic() < end:
+        if proc.poll() is not None:
+            break
         time.sleep(0.05)
+    time.sleep(0.3)  # past the job's start-up in Snakemake
     assert proc.poll() is None, "the sweep finished before it could be interrupted"
     os.killpg(proc.pid, sig)
     proc.wait(timeout=120)
