@@ -1,18 +1,18 @@
-"""The light jobs, run inside the Snakemake process (``run:`` rules of workflow/rules/sweep.smk),
-and the cell body that the rule script scripts/cell.py shares with them.
+"""The light jobs, run inside the Snakemake process (the ``run:`` rules data, light_cell, merge,
+summary and figure), and the cell body that the rule script scripts/cell.py shares with them.
 
-A shared data set takes milliseconds, a merge or summary a fraction of a second and a light cell
-(Experiment.light: a theory evaluation of small matrices) about as long, but a job in a process
-of its own pays about 1.5 CPU-s to start Python and import xarray and the package, and Snakemake
-about one more to spawn it: over the hundreds of such jobs of the default config that was about
-half of its cost. These jobs run as threads of the Snakemake
-process instead, which has imported the package to expand the config; they take turns
-(:func:`weightdyn.joblog.in_process_job`), so no two use netCDF at once. Locally this needs the
-default profile's ``force-use-threads`` (Snakemake spawns a ``run:`` job as a process of its own
-otherwise); on a cluster they are localrules, run by the submitting process.
+A data set takes milliseconds, and a merge, a summary, a light cell (Experiment.light: a theory
+evaluation of small matrices) or a figure a second or less; but a job in a process of its own
+pays about 1.5 CPU-s to start Python and import xarray and the package, and Snakemake about 0.8
+more to spawn it. Over the 370 such jobs of the default config that was half of its cost. These
+jobs run as threads of the Snakemake process instead, which has imported the package to expand
+the config. They take turns (:func:`weightdyn.joblog.in_process_job`): no two use netCDF/HDF5
+or pyplot at once. Locally this needs the default profile's ``force-use-threads`` (Snakemake
+otherwise spawns a ``run:`` job as a Snakemake process of its own); on a cluster they are
+localrules, run by the submitting process.
 
-Each function is one rule: the job's ``params``, ``wildcards``, ``input``, ``output``, ``log`` and
-``rule`` in, one file written atomically.
+Each rule function takes the job's ``params``, ``wildcards``, ``input``, ``output``, ``log`` and
+``rule`` it needs and writes its output atomically.
 """
 
 from __future__ import annotations
@@ -30,7 +30,9 @@ from weightdyn.joblog import in_process_job
 Namedlist = Any  # Snakemake's params, wildcards, input, output, log: lists with named attributes
 
 
-def data_set(params: Namedlist, wildcards: Namedlist, output: Namedlist, log: Namedlist, rule: str):
+def data_set(
+    params: Namedlist, wildcards: Namedlist, output: Namedlist, log: Namedlist, rule: str
+) -> None:
     """Rule data: one shared data set of an experiment (e.g. the teacher-student set, Eq. 1)."""
     with in_process_job("data", log[0]) as logger:
         exp = experiments.get(params.experiment)
@@ -55,7 +57,7 @@ def merged_sweep(
     output: Namedlist,
     log: Namedlist,
     rule: str,
-):
+) -> None:
     """Rule merge: the cells of one sweep along one `cell` dimension (weightdyn.io.stack_cells)."""
     with in_process_job("merge", log[0]) as logger:
         exp = experiments.get(params.experiment)
@@ -79,7 +81,7 @@ def summary(
     output: Namedlist,
     log: Namedlist,
     rule: str,
-):
+) -> None:
     """Rule summary: an experiment's fits over the cells of one sweep (Experiment.summarize)."""
     with in_process_job("summary", log[0]) as logger:
         exp = experiments.get(params.experiment)
@@ -137,7 +139,7 @@ def light_cell(
     output: Namedlist,
     log: Namedlist,
     rule: str,
-):
+) -> None:
     """Rule light_cell: a light cell (Experiment.light), on one BLAS thread as rule cell's."""
     name, cell_id = wildcards.light.split("/", 1)
     with in_process_job("cell", log[0]) as logger, threadpool_limits(1):
@@ -145,7 +147,7 @@ def light_cell(
         write_cell(name, cell_id, params.params, data, output[0], rule, logger.info)
 
 
-def figure(params: Namedlist, input: Namedlist, output: Namedlist, log: Namedlist):
+def figure(params: Namedlist, input: Namedlist, output: Namedlist, log: Namedlist) -> None:
     """Rule figure: one view (an experiment's figure function on its merged cells or summary).
 
     Figures take turns with the other in-process jobs, which keeps pyplot's global state to one
@@ -167,7 +169,9 @@ def figure(params: Namedlist, input: Namedlist, output: Namedlist, log: Namedlis
         logger.info("wrote %s", ", ".join(output))
 
 
-def _view_data(parts: list[xr.Dataset], cells: list[str], experiment: str, figure: str):
+def _view_data(
+    parts: list[xr.Dataset], cells: list[str], experiment: str, figure: str
+) -> xr.Dataset | list[xr.Dataset]:
     """The merged sweeps of a view, restricted to its cells (a cell in two sweeps drawn once);
     a summary as it is (a list for several)."""
     if experiments.get(experiment).figures[figure].source != "cells":
