@@ -11,7 +11,7 @@ from weightdyn.codehash import code_hash, module_hash
 from weightdyn.experiments import ConfigError
 
 sys.path.insert(0, f"{workflow.basedir}/scripts")
-import local_jobs  # the rules run inside this process (data, merge, summary)
+import local_jobs  # rules run in this process: data, light_cell, merge, summary, figure
 
 
 def _expand(config):
@@ -61,6 +61,7 @@ def cell_params(w):
 
 
 def cell_code(w):
+    """Hash of the code the cell runs: a change to it reruns the cell (experiment_code)."""
     return experiment_code(cell_of(w).experiment)
 
 
