@@ -17,7 +17,7 @@ Each rule function takes the job's ``params``, ``wildcards``, ``input``, ``outpu
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -37,16 +37,9 @@ def data_set(
     with in_process_job("data", log[0]) as logger:
         exp = experiments.get(params.experiment)
         spec = exp.data
-        ds = spec.make(params.params)
-        ds.attrs.update(
-            io.provenance(
-                params.params,
-                title=f"weightdyn data set {spec.name} {wildcards.data}",
-                source=f"data set of {exp.name}: {exp.source}",
-                history=io.history_line(rule),
-            )
-        )
-        io.write_atomic(ds, output[0])
+        title = f"weightdyn data set {spec.name} {wildcards.data}"
+        source = f"data set of {exp.name}: {exp.source}"
+        _write(spec.make(params.params), output[0], params.params, title, source, rule)
         logger.info("wrote %s (%s)", output[0], params.params)
 
 
@@ -62,8 +55,7 @@ def merged_sweep(
     with in_process_job("merge", log[0]) as logger:
         exp = experiments.get(params.experiment)
         cells = params.cells
-        integrity.require_cells_intact(input, cells, exp.name, f"merge of {output[0]}")
-        datasets = io.load_all(input)
+        datasets = _intact_cells(input, cells, exp.name, f"merge of {output[0]}")
         axes = [p for p in exp.axes if any(c.get(p.name) is not None for c in cells)]
         coords = {p.name: ([c.get(p.name) for c in cells], p.attrs()) for p in axes}
         coords["cell_id"] = (params.ids, {"long_name": "cell identifier", "units": "1"})
@@ -85,18 +77,11 @@ def summary(
     """Rule summary: an experiment's fits over the cells of one sweep (Experiment.summarize)."""
     with in_process_job("summary", log[0]) as logger:
         exp = experiments.get(params.experiment)
-        integrity.require_cells_intact(input, params.cells, exp.name, f"summary {output[0]}")
-        datasets = io.load_all(input)
+        datasets = _intact_cells(input, params.cells, exp.name, f"summary {output[0]}")
         result = exp.summarize(datasets, params.cells, params.settings)
-        result.attrs.update(  # a summary may carry a cell's attributes: ours win
-            io.provenance(
-                {"experiment": exp.name, "sweep": wildcards.sweep},
-                title=f"weightdyn sweep {wildcards.sweep} summary: {exp.title}",
-                source=exp.source,
-                history=io.history_line(rule),
-            )
-        )
-        io.write_atomic(result, output[0])
+        identity = {"experiment": exp.name, "sweep": wildcards.sweep}
+        title = f"weightdyn sweep {wildcards.sweep} summary: {exp.title}"
+        _write(result, output[0], identity, title, exp.source, rule)  # our attributes win
         logger.info("summarised %d cells of sweep %s", len(datasets), wildcards.sweep)
 
 
@@ -118,17 +103,10 @@ def write_cell(
         params["data"] = exp.data.load(io.load(data))
     ds = exp.run_cell(params, progress)
     params.pop("data", None)
-    ds.attrs.update(
-        io.provenance(
-            {"experiment": name, **params},
-            title=f"weightdyn {name} cell {cell_id}: {exp.title}",
-            source=exp.source,
-            history=io.history_line(rule),
-        )
-    )
     if data:
         ds.attrs["data_file"] = str(data)
-    io.write_atomic(ds, output)
+    title = f"weightdyn {name} cell {cell_id}: {exp.title}"
+    _write(ds, output, {"experiment": name, **params}, title, exp.source, rule)
     progress("wrote %s", output)
 
 
@@ -161,8 +139,8 @@ def figure(params: Namedlist, input: Namedlist, output: Namedlist, log: Namedlis
 
     with in_process_job("figure", log[0]) as logger:
         try:
-            ds = _view_data(io.load_all(input), params.cells, params.experiment, params.figure)
             spec = experiments.get(params.experiment).figures[params.figure]
+            ds = _view_data(io.load_all(input), params.cells, spec.source)
             save(spec.plot(ds, **params.options), output, dpi=params.dpi)
         finally:
             plt.close("all")
@@ -170,14 +148,33 @@ def figure(params: Namedlist, input: Namedlist, output: Namedlist, log: Namedlis
 
 
 def _view_data(
-    parts: list[xr.Dataset], cells: list[str], experiment: str, figure: str
+    parts: list[xr.Dataset], cells: list[str], source: str
 ) -> xr.Dataset | list[xr.Dataset]:
     """The merged sweeps of a view, restricted to its cells (a cell in two sweeps drawn once);
-    a summary as it is (a list for several)."""
-    if experiments.get(experiment).figures[figure].source != "cells":
+    a summary (``source`` of the figure) as it is (a list for several)."""
+    if source != "cells":
         return parts[0] if len(parts) == 1 else parts
     ds = xr.concat(parts, dim="cell", data_vars="all", join="outer") if len(parts) > 1 else parts[0]
     keep = np.isin(ds["cell_id"].values, cells)
     _, first = np.unique(ds["cell_id"].values, return_index=True)
     keep &= np.isin(np.arange(ds.sizes["cell"]), first)
     return ds.isel(cell=np.flatnonzero(keep))
+
+
+def _intact_cells(
+    paths: Sequence[str], cells: Sequence[Mapping[str, Any]], experiment: str, what: str
+) -> list[xr.Dataset]:
+    """The cell files of a merge or summary, loaded once every one is checked intact."""
+    integrity.require_cells_intact(paths, cells, experiment, what)
+    return io.load_all(paths)
+
+
+def _write(
+    ds: xr.Dataset, path: str, identity: Mapping[str, Any], title: str, source: str, rule: str
+) -> None:
+    """Write ``ds`` atomically with its provenance (weightdyn.io.provenance; it overrides
+    attributes of the same name that ``ds`` carries)."""
+    ds.attrs.update(
+        io.provenance(identity, title=title, source=source, history=io.history_line(rule))
+    )
+    io.write_atomic(ds, path)
