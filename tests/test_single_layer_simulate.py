@@ -7,6 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
+from weightdyn.blas import fill_upper
 from weightdyn.counter_rng import replica_keys, uniforms
 from weightdyn.single_layer.simulate import (
     SGDResult,
@@ -42,7 +43,7 @@ def _problem(seed, N, P, sigma=0.5, scale=None):
 @pytest.mark.parametrize("S", [1, 4, 7])  # the kernel takes samples four at a time
 @pytest.mark.parametrize("sampling", ["with", "without"])
 def test_kernel_matches_reference_chain(sampling, S):
-    R, N, P, n, lr, step0 = 3, 5, 12, 60, 0.3, 1000
+    R, N, P, n, lr, step0 = 3, 5, 12, 120, 0.3, 1000
     X, y, w_star = _problem(1, N, P)
     rng = np.random.default_rng(2)
     keys = replica_keys(rng, R)
@@ -64,10 +65,12 @@ def test_kernel_matches_reference_chain(sampling, S):
         # an intermediate record: state after 2*thin steps
         w_mid = sgd_reference_chain(X, y, W0[r], lr, idx[: 2 * thin, r])
         np.testing.assert_allclose(rec[1, r], w_mid, rtol=0, atol=1e-12)
-        # the fused moments: sums over the records (here 20: one partial record group)
+        # the fused moments: sums over the records (here 40: a full record group of 32 and a
+        # partial one), the second moment on its lower triangle only
         d = rec[:, r] - w_star
         np.testing.assert_allclose(sums[0][r], d.sum(axis=0), rtol=1e-12, atol=1e-12)
-        np.testing.assert_allclose(sums[1][r], d.T @ d, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(sums[1][r], np.tril(d.T @ d), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(fill_upper(sums[1][r]), d.T @ d, rtol=1e-12, atol=1e-12)
     if sampling == "without":
         np.testing.assert_array_equal(perm, perm_after)
 

@@ -50,7 +50,7 @@ import numpy as np
 from numba import njit, prange
 from numpy.typing import ArrayLike, NDArray
 
-from weightdyn.blas import one_blas_thread
+from weightdyn.blas import fill_upper, one_blas_thread
 from weightdyn.counter_rng import normal, replica_keys
 from weightdyn.observables import Observables, SeriesRecorder, in_basis, series_fields
 from weightdyn.single_layer import theory
@@ -466,7 +466,10 @@ def run_sgf(
         f"SGF ({noise})",
     )  # fmt: skip
     state, ref = model[0], model[-1]
-    sum_dw, sum_dwdw = sums[0].reshape(R * n_blocks, N), sums[1].reshape(R * n_blocks, N, N)
+    sum_dw, sum_dwdw = (
+        sums[0].reshape(R * n_blocks, N),
+        fill_upper(sums[1].reshape(R * n_blocks, N, N)),
+    )
     if diverged:
         sum_dw[:] = np.nan
         sum_dwdw[:] = np.nan

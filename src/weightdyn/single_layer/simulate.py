@@ -44,7 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit, prange
 
-from weightdyn.blas import one_blas_thread
+from weightdyn.blas import add_gram_lower, fill_upper, one_blas_thread
 from weightdyn.counter_rng import replica_keys, uniform
 from weightdyn.minibatch import draw_batch
 from weightdyn.observables import Observables, SeriesRecorder, series_fields
@@ -63,7 +63,7 @@ SAMPLING_MODES = ("with", "without")
 
 #: divergence threshold: |w_i| > _DIVERGENCE_FACTOR * (max_i |w_ref_i| + 1)
 _DIVERGENCE_FACTOR = 1e6
-#: records per matrix product of the second moments (a rank-32 update runs at DGEMM speed;
+#: records per rank-k update of the second moments (a rank-32 DSYRK runs near BLAS-3 speed;
 #: a rank-1 update per record is bound by the N x N matrix's memory traffic, 2.6x slower)
 RECORD_GROUP = 32
 
@@ -143,15 +143,15 @@ def _record(w, w_ref, group, k, sum_dw):
 
 @njit(cache=True, boundscheck=False, inline="always")
 def _add_group(sum_dwdw, group, k):
-    """``sum_dwdw += G^T G`` over the first ``k`` records ``G`` of a group (one DGEMM)."""
-    g = group[:k]
-    sum_dwdw += np.dot(g.T, g)
+    """``sum_dwdw += G^T G`` over the first ``k`` records ``G`` of a group, lower triangle only
+    (one DSYRK, :func:`weightdyn.blas.add_gram_lower`)."""
+    add_gram_lower(sum_dwdw, group, k)
 
 
 @njit(cache=True, boundscheck=False, fastmath={"reassoc", "contract"}, inline="always")
 def _record_state(w, w_ref, bound, r, group, k_group, sum_dw, sum_dwdw, rec, k_rec):
     """A record of replica ``r`` after a thinned step: its moments (when ``sum_dw`` has rows;
-    one DGEMM per full group) and row ``k_rec`` of ``rec``. Returns ``(within bound,
+    one DSYRK per full group) and row ``k_rec`` of ``rec``. Returns ``(within bound,
     k_group, k_rec)`` after the record; nothing is recorded for a diverged state."""
     if not _within(w, bound):
         return False, k_group, k_rec
@@ -196,9 +196,11 @@ def sgd_kernel(
     thin : a record after every ``thin``-th step of this call (steps ``thin-1, 2 thin-1, ...``).
     w_ref : (N,) reference for the moments.
     sum_dw, sum_dwdw : (R, N), (R, N, N) or zero-size: at every record ``dw = w - w_ref`` is
-        added to ``sum_dw[r]``, and ``dw dw^T`` to ``sum_dwdw[r]`` by one matrix product per
-        group of ``RECORD_GROUP`` records, counted from the call's first record (the last
-        group of a call may be partial). Zero-size arrays (R = 0): no moments.
+        added to ``sum_dw[r]``, and ``dw dw^T`` to the lower triangle of ``sum_dwdw[r]`` (a
+        C-contiguous matrix) by one DSYRK per group of ``RECORD_GROUP`` records, counted from
+        the call's first record (the last group of a call may be partial); the caller completes
+        the upper triangle (:func:`weightdyn.blas.fill_upper`) once the sums are final.
+        Zero-size arrays (R = 0): no moments.
     rec : (n_rec, R, N) float64: record ``k < n_rec`` of this call is stored in ``rec[k]``
         (e.g. for an observable hook; ``n_rec = 0`` stores none).
     bound : a replica whose weight component leaves ``[-bound, bound]`` (or becomes
@@ -444,7 +446,7 @@ def run_sgd(
                 pos += n
 
     sum_dw = sum_dw.reshape(R * n_blocks, N)
-    sum_dwdw = sum_dwdw.reshape(R * n_blocks, N, N)
+    sum_dwdw = fill_upper(sum_dwdw.reshape(R * n_blocks, N, N))
     if diverged:
         sum_dw[:] = np.nan
         sum_dwdw[:] = np.nan
