@@ -1,5 +1,6 @@
-"""The light jobs, run inside the Snakemake process (the ``run:`` rules data, light_cell, merge,
-summary and figure), and the cell body that the rule script scripts/cell.py shares with them.
+"""The jobs of the ``run:`` rules: the light ones run inside the Snakemake process (data,
+light_cell, merge, summary, figure), the cells of rule cell in processes forked from a warm server
+(:mod:`weightdyn.forked`); both write a cell through :func:`write_cell`.
 
 A data set takes milliseconds, and a merge, a summary, a light cell (Experiment.light: a theory
 evaluation of small matrices) or a figure a second or less; but a job in a process of its own
@@ -17,6 +18,7 @@ Each rule function takes the job's ``params``, ``wildcards``, ``input``, ``outpu
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -24,8 +26,8 @@ import numpy as np
 import xarray as xr
 from threadpoolctl import threadpool_limits
 
-from weightdyn import experiments, integrity, io
-from weightdyn.joblog import in_process_job
+from weightdyn import experiments, forked, integrity, io
+from weightdyn.joblog import in_process_job, job_process
 
 Namedlist = Any  # Snakemake's params, wildcards, input, output, log: lists with named attributes
 
@@ -108,6 +110,58 @@ def write_cell(
     title = f"weightdyn {name} cell {cell_id}: {exp.title}"
     _write(ds, output, {"experiment": name, **params}, title, exp.source, rule)
     progress("wrote %s", output)
+
+
+def cell(
+    params: Namedlist,
+    wildcards: Namedlist,
+    input: Namedlist,
+    output: Namedlist,
+    log: Namedlist,
+    rule: str,
+    threads: int,
+    modules: Sequence[str],
+    own_process: bool,
+) -> None:
+    """Rule cell: one cell of a sweep (its experiment's run_cell) in a process of its own.
+
+    Locally the process is forked from a warm server (:mod:`weightdyn.forked`) that has imported
+    the package, so the cell starts computing at once; ``own_process`` (a cluster job's
+    Snakemake, or a Snakemake subprocess spawned for this job alone) runs it right here.
+    ``modules`` are the config's experiment_modules; the kernels get ``threads`` threads.
+    """
+    job = (wildcards.experiment, wildcards.cell, dict(params.params), input.data or None)
+    job += (output[0], log[0], rule, threads, tuple(modules))
+    if own_process:
+        _cell_job(*job, capture_output=False)
+        return
+    preload = (__name__, *sorted(set(experiments.REGISTRY.values())))  # every experiment's code
+    code = forked.run(_cell_job, *job, True, preload=preload)
+    if code != 0:
+        raise RuntimeError(f"cell {output[0]} failed (exit code {code}); its log: {log[0]}")
+
+
+def _cell_job(
+    name: str,
+    cell_id: str,
+    params: Mapping[str, Any],
+    data: str | None,
+    output: str,
+    log: str,
+    rule: str,
+    threads: int,
+    modules: Sequence[str],
+    capture_output: bool,
+) -> None:
+    """The body of rule cell in the process that runs it: numba and BLAS on ``threads``."""
+    with job_process("cell", log, capture_output) as logger:
+        experiments.register_modules(modules)
+        experiments.get(name)  # imports the experiment's modules (numba only where needed)
+        if "numba" in sys.modules:
+            numba = sys.modules["numba"]
+            numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+        with threadpool_limits(threads):
+            write_cell(name, cell_id, params, data, output, rule, logger.info)
 
 
 def light_cell(

@@ -154,16 +154,38 @@ def test_a_wide_sweep_goes_out_as_several_arrays(cluster: LocalSlurm, tmp_path: 
     assert all(job["state"] == "COMPLETED" for job in tasks), tasks
 
 
+# the toy experiment (tests/toy_experiment.py) with a cell that raises
+FAILING_EXPERIMENT = """
+import dataclasses
+
+from toy_experiment import EXPERIMENTS as TOY
+
+
+def _fail(params, progress):
+    raise RuntimeError("injected failure")
+
+
+EXPERIMENTS = {"boom": dataclasses.replace(TOY["toy"], name="boom", run_cell=_fail)}
+"""
+
+
 def test_a_failing_cell_is_reported_failed_in_bounded_time(
     cluster: LocalSlurm, tmp_path: Path
 ) -> None:
     wf = copy_workflow(tmp_path / "wf")
-    (wf / "scripts" / "cell.py").write_text('raise RuntimeError("injected failure")\n')
-    cfg = yaml.safe_load((ROOT / "config" / "test.yaml").read_text())
-    tiny = {"sweeps": {"fig4a": {**cfg["sweeps"]["fig4a"], "N": [10]}}, "figures": cfg["figures"]}
+    (wf / "boom_experiment.py").write_text(FAILING_EXPERIMENT)
+    tiny = {
+        "experiment_modules": ["boom_experiment"],
+        "sweeps": {"boom": {"experiment": "boom", "lr": 0.5}},
+    }
     (wf / "config" / "tiny.yaml").write_text(yaml.safe_dump(tiny))
+    env = {
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(wf), TESTS, os.environ.get("PYTHONPATH")]))
+    }
     start = time.monotonic()
-    proc = snakemake(wf, *SLURM, "--configfile", "config/tiny.yaml", check=False, timeout=600)
+    proc = snakemake(
+        wf, *SLURM, "--configfile", "config/tiny.yaml", check=False, timeout=600, env=env
+    )
     wall = time.monotonic() - start
     out = proc.stdout + proc.stderr
     print(f"failing cell reported after {wall:.0f} s (retries included)")
@@ -171,3 +193,5 @@ def test_a_failing_cell_is_reported_failed_in_bounded_time(
     assert "Error in rule cell" in out
     failed = [job for job in cluster.jobs() if job["state"] == "FAILED"]
     assert len(failed) >= 1
+    logs = list((wf / "logs" / "cells" / "boom").glob("*.log"))
+    assert logs and "injected failure" in logs[0].read_text()  # the cell's log says why

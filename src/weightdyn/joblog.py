@@ -64,6 +64,35 @@ def in_process_job(name: str, path: str | os.PathLike) -> Iterator[logging.Logge
                 handler.close()
 
 
+@contextlib.contextmanager
+def job_process(
+    name: str, path: str | os.PathLike, capture_output: bool
+) -> Iterator[logging.Logger]:
+    """The logger of a job that has a process to itself but is a block in it: a cell forked from
+    the warm server (:mod:`weightdyn.forked`), or a cell run by a cluster job's Snakemake.
+
+    An error that ends the block is written to the log before it propagates, and the closing
+    ``cost:`` line is the process's (:func:`cost_line`; a forked process starts at its fork).
+    With ``capture_output`` the process's stdout and stderr go to the log as well (a forked
+    child's traceback and warnings, which would otherwise reach the terminal unattributed).
+    """
+    logger = _file_logger(f"weightdyn.job.{name}", path)
+    if capture_output:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.close(fd)
+    try:
+        yield logger
+    except BaseException as err:
+        logger.error("job failed: %s", "".join(traceback.format_exception_only(err)).strip())
+        raise
+    finally:
+        logger.info(cost_line())
+
+
 def _thread_cost_line(wall: float, before: resource.struct_rusage) -> str:
     after = resource.getrusage(resource.RUSAGE_THREAD)
     user, system = after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime

@@ -47,8 +47,6 @@ rule cell:
     log:
         "logs/cells/{experiment}/{cell}.log",
     priority: cell_priority
-    conda:
-        "../envs/weightdyn.yaml"
     threads: cell_threads
     resources:
         mem_mb=lambda w, attempt: cell_request(w, attempt)["mem_mb"],
@@ -56,8 +54,18 @@ rule cell:
     params:
         params=cell_params,
         code=cell_code,
-    script:
-        "../../scripts/cell.py"
+    run:
+        local_jobs.cell(
+            params,
+            wildcards,
+            input,
+            output,
+            log,
+            rule,
+            threads,
+            config.get("experiment_modules", []),
+            workflow.remote_exec or workflow.subprocess_exec,
+        )
 
 
 rule light_cell:
