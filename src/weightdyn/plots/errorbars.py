@@ -58,7 +58,7 @@ def errorbar(ax: plt.Axes, x, y, yerr=None, xerr=None, marker_size: float | None
         marker_size = kwargs.get("ms", kwargs.get("markersize", mpl.rcParams["lines.markersize"]))
     bars = _Bars(ax, xa, np.asarray(ya), _pair(yerr, xa.size), _pair(xerr, xa.size),
                  float(marker_size))  # fmt: skip
-    fig = ax.figure.get_figure(root=True)
+    fig = ax.figure.figure  # the root figure (that of a sub-figure too)
     if not hasattr(fig, _RECORDS):
         setattr(fig, _RECORDS, [])
     getattr(fig, _RECORDS).append(bars)
@@ -90,11 +90,11 @@ def measure(
     bar drawn with :func:`errorbar` on ``fig`` (on ``axes`` only, if given), on the laid-out
     figure (``layout``: lay it out first). Points outside the axes' limits or with no finite bar
     are not counted."""
-    records: list[_Bars] = getattr(fig.get_figure(root=True), _RECORDS, [])
+    records: list[_Bars] = getattr(fig.figure, _RECORDS, [])
     if axes is not None:
         records = [b for b in records if any(b.ax is a for a in axes)]
     if layout and records:
-        fig.get_figure(root=True).draw_without_rendering()
+        fig.figure.draw_without_rendering()
     hidden = drawn = 0
     largest = 0.0
     px_per_pt = fig.dpi / 72.0
