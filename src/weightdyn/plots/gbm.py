@@ -8,6 +8,7 @@ import matplotlib.pyplot as plt
 import xarray as xr
 
 from weightdyn.plots.common import styled
+from weightdyn.plots.errorbars import errorbar, state_bars
 from weightdyn.plots.relaxation import cell_title, cell_value, split_cells
 
 __all__ = ["fig_gbm"]
@@ -39,8 +40,9 @@ def _varying(cells: list[xr.Dataset]) -> tuple[list[tuple[str, str]], list[tuple
     return varying, shared
 
 
-def _style_legend(ax: plt.Axes) -> None:
-    styles = [
+def _styles() -> list[plt.Line2D]:
+    """Legend handles of the line styles (the theories; the colour is the cell's)."""
+    return [
         plt.Line2D([], [], color="0.3", lw=1.1, label=r"GBM, Eq. 24 (sample $\langle x^4\rangle$)"),
         plt.Line2D(
             [],
@@ -52,7 +54,12 @@ def _style_legend(ax: plt.Axes) -> None:
         ),
         plt.Line2D([], [], color="k", ls="--", lw=0.8, label="exact SGD recursion"),
     ]
-    ax.legend(handles=styles, frameon=False, loc="best")
+
+
+def _replicas(cells: list[xr.Dataset], ds: xr.Dataset) -> str:
+    """``over <R> SGD runs`` from the cells' (or the sweep's) replica count, else ``""``."""
+    r = cell_value(cells[0], "replicas") or ds.attrs.get("setting_replicas")
+    return f" over {r} SGD runs" if r is not None else ""
 
 
 @styled
@@ -80,7 +87,8 @@ def fig_gbm(ds: xr.Dataset) -> plt.Figure:
         label = "SGD, " + cell_title(cell, varying)
         positive = t > 0  # the variance is 0 at t = 0 and is drawn on a log axis
         for ax, key, keep in ((left, "mean", slice(None)), (right, "var", positive)):
-            ax.errorbar(
+            errorbar(
+                ax,
                 t[keep],
                 cell[f"{key}_wbar"].values[keep],
                 yerr=2 * cell[f"{key}_wbar_se"].values[keep],
@@ -90,7 +98,8 @@ def fig_gbm(ds: xr.Dataset) -> plt.Figure:
                 elinewidth=0.8,
                 capsize=1.5,
                 color=color,
-                label=label,
+                label=label if ax is left else None,
+                zorder=3,
             )
             ax.plot(t[keep], cell[f"{key}_gbm"].values[keep], "-", color=color, lw=1.1)
             ax.plot(t[keep], cell[f"{key}_discrete"].values[keep], "--", color="k", lw=0.8)
@@ -101,12 +110,16 @@ def fig_gbm(ds: xr.Dataset) -> plt.Figure:
     right.set_yscale("log")
     for ax in (left, right):
         ax.set_xlabel(r"SDE time $t = \lambda\tau$")
-    left.legend(frameon=False, loc="upper right", title="bars: $\\pm 2$ s.e.", title_fontsize=7.5)
-    _style_legend(right)
+    handles, labels = left.get_legend_handles_labels()
+    handles = [h[0] if isinstance(h, tuple) else h for h in handles]
+    fig.legend(handles + _styles(), [*labels, *(h.get_label() for h in _styles())],
+               frameon=False, loc="outside lower center", ncols=3, fontsize=7.5)  # fmt: skip
     title = cell_title(cells[0], shared)
-    fig.suptitle(
+    head = (
         r"$N = 1$, $\sigma_\epsilon = 0$, samples $x_\mu \sim \mathcal{N}(0, 1)$"
-        + (f", {title}" if title else ""),
-        fontsize=9,
+        + (f", {title}" if title else "")
+        + "\n{bars}"
     )
+    what = r"$\pm$2 s.e." + _replicas(cells, ds)
+    state_bars(fig, fig.suptitle("", fontsize=9), what, head)
     return fig

@@ -50,7 +50,8 @@ def error_vs_s(ds: xr.Dataset) -> plt.Figure:
         ax.set(xscale="log", yscale="log", xlabel=r"initial cloud width $s$  ($A(0)=s^2C$)")
         ax.set_title(title, fontsize=9)
         ax.legend(loc="upper left", frameon=False)
-    axes[0].set_ylabel("particles vs Eqs. 28-29")
+    axes[0].set_ylabel("error of the particle cloud\nagainst Eqs. 28-29")
+    axes[1].set_ylabel(r"$\max_t\|\Sigma(t)-A(t)\|_F$")
     fig.suptitle(
         r"Gaussian ansatz: errors $O(s^2)$ in $\mathbf{b}$ and relative $A$, $O(s^4)$ in absolute"
         r" $A$ (deterministic quadrature, no sampling error)",
@@ -72,7 +73,7 @@ def trajectories(ds: xr.Dataset) -> plt.Figure:
                      label=rf"$b_{{{SYMBOLS[k]}}}$ Eq. 28")  # fmt: skip
         axes[0].plot(t, one["b_particles"].sel(k=k), "o", color=color,
                      label=rf"$\bar w_{{{SYMBOLS[k]}}}$ particles", **MARK)  # fmt: skip
-    axes[0].set(xlabel="$t$", ylabel="centre of the cloud")
+    axes[0].set(xlabel="$t$", ylabel=r"centre: $b_k(t)$, $\bar w_k(t)$")
     ks = ds["k"].values
     pairs = [(i, j) for i in range(len(ks)) for j in range(i, len(ks))]
     for n, (i, j) in enumerate(pairs):
@@ -81,7 +82,7 @@ def trajectories(ds: xr.Dataset) -> plt.Figure:
         axes[1].plot(t, one["A_ode"].isel(k=i, l=j) / s_show**2, "-", color=color, lw=1.2,
                      label=rf"$A_{{{name}}}$")  # fmt: skip
         axes[1].plot(t, one["A_particles"].isel(k=i, l=j) / s_show**2, "o", color=color, **MARK)
-    axes[1].set(xlabel="$t$", ylabel=r"covariance $/\,s^2$")
+    axes[1].set(xlabel="$t$", ylabel=r"covariance: $A_{kl}(t)/s^2$, $\Sigma_{kl}(t)/s^2$")
     axes[1].plot([], [], "k-", lw=1.2, label="Eq. 29")
     axes[1].plot([], [], "ko", label="particles", **MARK)
     for n, s in enumerate(ds["s"].values):
@@ -101,6 +102,11 @@ def trajectories(ds: xr.Dataset) -> plt.Figure:
     axes[0].legend(ncol=3, fontsize=6.5, **below)
     axes[1].legend(ncol=4, fontsize=6.5, **below)
     axes[2].legend(ncol=2, fontsize=6.5, **below)
+    fig.suptitle(
+        "no error bars: the particle cloud is a deterministic Gauss-Hermite quadrature "
+        "(no sampling error)",
+        fontsize=8.5,
+    )
     return fig
 
 
@@ -117,7 +123,7 @@ def _heatmap(ax, H: np.ndarray, labels: list[str], title: str, norm) -> plt.cm.S
                     color="white" if dark else "black")  # fmt: skip
     ticks = [f"${x}$" for x in labels]
     ax.set(xticks=range(len(labels)), yticks=range(len(labels)), xticklabels=ticks,
-           yticklabels=ticks, title=title)  # fmt: skip
+           yticklabels=ticks, title=title, xlabel="column $j$", ylabel="row $i$")  # fmt: skip
     ax.title.set_fontsize(8.5)
     ax.spines[:].set_visible(True)
     return image
@@ -168,8 +174,10 @@ def stationary(ds: xr.Dataset) -> plt.Figure:
     _growth(axes[1, 1], ds, "b0_zero", r"(d) cloud at $\mathbf{b}^*$, $b_0=0$")
     s = float(ds["s_stationary"])
     fig.suptitle(
-        rf"Point-like stationary states: Eq. 30 block form holds for $b_0\neq0$, fails for $b_0=0$;"
-        rf" variance along $H$'s eigenvectors, $A(0)=s^2I$, $s={s:g}$",
+        rf"Point-like stationary states: Eq. 30 block form holds for $b_0\neq0$, fails for $b_0=0$"
+        "\n"
+        rf"(c, d) variance along $H$'s eigenvectors, $A(0)=s^2I$, $s={s:g}$; no error bars: "
+        "deterministic quadrature",
         fontsize=8.5,
     )
     return fig

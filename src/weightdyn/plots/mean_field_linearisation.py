@@ -12,6 +12,7 @@ import numpy as np
 import xarray as xr
 
 from weightdyn.plots.common import styled
+from weightdyn.plots.errorbars import errorbar, state_bars
 
 __all__ = ["decay", "grid_spectrum", "perturbation"]
 
@@ -66,6 +67,11 @@ def decay(summary: xr.Dataset) -> plt.Figure:
         rf"late fit: rate$/2\theta_{{\min}} - 1 = {_sci(err)} \pm {_sci(err_se)}$", fontsize=8
     )
     right.legend(loc="upper right")
+    fig.suptitle(
+        r"no error bars: one deterministic particle run; the $\pm$ of the late fit is its "
+        "least-squares s.e.",
+        fontsize=8,
+    )
     return fig
 
 
@@ -96,7 +102,8 @@ def perturbation(summary: xr.Dataset) -> plt.Figure:
     axes[1].legend(fontsize=6.5)
     mean = summary["eq18_error_mean"].values
     se = summary["eq18_error_se"].values
-    axes[2].errorbar(
+    errorbar(
+        axes[2],
         deltas,
         mean,
         yerr=se,
@@ -109,10 +116,14 @@ def perturbation(summary: xr.Dataset) -> plt.Figure:
     axes[2].set_xscale("log")
     axes[2].set_yscale("log")
     axes[2].set_xlabel(r"$\delta$")
-    axes[2].set_ylabel(r"$\sup_t\,|L_{\mathrm{Eq.18}}/L - 1|$")
+    axes[2].set_ylabel(r"$\sup_t\,|L_{\mathrm{Eq.18}}/L - 1|$" + "\n(mean over directions)")
     slope, slope_se = float(summary["eq18_slope"]), float(summary["eq18_slope_se"])
     axes[2].set_title(f"slope ${slope:.3f} \\pm {slope_se:.3f}$", fontsize=8)
     axes[2].legend(fontsize=6.5, loc="upper left")
+    n = summary.sizes["direction"]
+    head = f"(a, b): one perturbation direction of {n}, no error bars; (c) {{bars}}"
+    state_bars(fig, fig.suptitle("", fontsize=8), rf"$\pm$1 s.e. over the {n} directions", head,
+               axes=[axes[2]])  # fmt: skip
     return fig
 
 
@@ -136,19 +147,26 @@ def grid_spectrum(summary: xr.Dataset) -> plt.Figure:
             color=f"C{i}",
             label=rf"$R_h$, $n={n}$",
         )
-    left.set_xlabel("eigenvalue index $k$")
+    left.set_xlabel("eigenvalue index $k$ (grids offset sideways)")
     left.set_ylabel(r"$\theta_k$ (non-zero spectrum of $-R$)")
     left.legend(loc="lower right")
     rel = summary["theta_grid_rel_error"].values
     for j in range(k.size):
         order = float(summary["grid_order"][j])
         right.loglog(
-            ns, rel[:, j], "o", ms=3.5, color=f"C{j}", label=rf"$k={k[j]}$: order {order:.2f}"
+            ns,
+            rel[:, j],
+            "o",
+            ms=3.5,
+            color=f"C{j}",
+            label=rf"$k={k[j]}$: fitted order {order:.2f}",
         )
     right.loglog(ns, rel[0].max() * (ns / ns[0]) ** -2.0, "k-", lw=0.9, label=r"$\propto n^{-2}$")
     right.set_xticks(ns, [str(n) for n in ns])
     right.minorticks_off()
     right.set_xlabel("grid size $n$ ($n\\times n$ nodes)")
     right.set_ylabel(r"$|\theta_{k,h}/\theta_k - 1|$")
-    right.legend(ncol=2, fontsize=6.5, loc="lower left")
+    right.legend(ncol=2, fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.2),
+                 frameon=False)  # fmt: skip
+    fig.suptitle("no error bars: deterministic eigenvalues", fontsize=8)
     return fig

@@ -11,6 +11,7 @@ import numpy as np
 import xarray as xr
 
 from weightdyn.plots.common import styled
+from weightdyn.plots.errorbars import errorbar, state_bars
 
 SCHEME_STYLE = {
     "upwind": {"color": "C0", "marker": "s", "label": "first-order upwind"},
@@ -55,7 +56,12 @@ def loss_error_vs_n(summary: xr.Dataset) -> plt.Figure:
         st = SCHEME_STYLE[str(scheme)]
         order = float(summary["loss_order"].sel(scheme=scheme))
         ax.plot(
-            n, e, st["marker"], color=st["color"], ms=5, label=f"{st['label']} (order {order:.2f})"
+            n,
+            e,
+            st["marker"],
+            color=st["color"],
+            ms=5,
+            label=f"{st['label']} (fitted order {order:.2f})",
         )
         if np.isfinite(e[-1]):
             _reference_slope(
@@ -68,7 +74,8 @@ def loss_error_vs_n(summary: xr.Dataset) -> plt.Figure:
     ax.set_ylabel(r"$\sup_t\,|L_{\mathrm{pde}}(t)-L_\infty(t)|$")
     ax.set_title(
         f"limiter {summary.attrs['limiter']}, $T={summary.attrs['T']:g}$, "
-        f"$\\beta={summary.attrs['beta']:g}$",
+        f"$\\beta={summary.attrs['beta']:g}$\nno error bars: deterministic grid and "
+        "characteristics",
         fontsize=8,
     )
     ax.legend(frameon=False)
@@ -124,11 +131,9 @@ def density_snapshots(summary: xr.Dataset) -> plt.Figure:
             [], [], color="C1", lw=1.0, ls="--", label=f"characteristics ({k}$\\times${k} probes)"
         ),
     ]
-    leg = np.atleast_1d(axes)[0].legend(
-        handles=handles, loc="upper left", fontsize=6.5, facecolor="0.3", framealpha=0.8
-    )
-    for text in leg.get_texts():
-        text.set_color("w")
+    handles[0].set_color("0.35")  # white on the page: the grey of the legend stands for it
+    handles[0].set_label("grid (MUSCL, finest; white in the panels)")
+    fig.legend(handles=handles, loc="outside lower center", ncols=2, fontsize=7, frameon=False)
     fig.suptitle(f"contours at 5%, 20%, 50% of max $p$; $n={summary.sizes['w0']}$", fontsize=8)
     return fig
 
@@ -139,7 +144,8 @@ def hist_distance_vs_N(summary: xr.Dataset) -> plt.Figure:
     fig, ax = plt.subplots(figsize=(4.0, 3.2), layout="constrained")
     big_n = summary["N"].values.astype(float)
     mean, se = summary["hist_distance_rms"].values, summary["hist_distance_se"].values
-    ax.errorbar(
+    errorbar(
+        ax,
         big_n,
         mean,
         yerr=se,
@@ -170,12 +176,14 @@ def hist_distance_vs_N(summary: xr.Dataset) -> plt.Figure:
     ax.set_yscale("log")
     ax.set_xlabel("number of particles $N$")
     ax.set_ylabel(r"$\|\hat m_N - m_{\mathrm{pde}}\|_2$ at $t=T$")
-    ax.set_title(
-        f"{summary.attrs['bins']}$\\times${summary.attrs['bins']} bins, $T={summary.attrs['T']:g}$",
-        fontsize=8,
+    head = (
+        f"{summary.attrs['bins']}$\\times${summary.attrs['bins']} bins, $T={summary.attrs['T']:g}$"
+        "\n{bars}"
     )
+    what = f"$\\pm$1 s.e. of the r.m.s. over {summary.sizes['seed']} seeds (delta method)"
     ax.legend(frameon=False)
     _refused_note(ax, summary)
+    state_bars(fig, ax.set_title("", fontsize=8), what, head, newline=True)
     return fig
 
 
@@ -216,12 +224,13 @@ def loss_curves(summary: xr.Dataset) -> plt.Figure:
     axes[2].set_ylabel(r"$|\int p\,d\mathbf{w}-1|$")
     axes[2].set_yscale("log")
     axes[2].set_ylim(1e-17, 1e-11)
-    axes[2].set_title("(exact zeros not shown)", fontsize=7)
+    axes[2].set_title("symbols as in the middle panel's legend; exact zeros not shown", fontsize=7)
     axes[2].axhline(1e-12, color="0.45", ls="--", lw=0.9)
     axes[2].text(t[-1], 1.3e-12, "$10^{-12}$", ha="right", va="bottom", fontsize=7, color="0.4")
     for ax in axes:
         ax.set_xlabel("$t$")
     axes[0].legend(frameon=False, fontsize=7)
+    fig.suptitle("no error bars: deterministic grid and characteristics", fontsize=8)
     axes[1].legend(
         frameon=False, fontsize=5.5, ncols=2, loc="upper center", bbox_to_anchor=(0.5, -0.2)
     )

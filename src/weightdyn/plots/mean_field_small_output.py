@@ -12,6 +12,7 @@ import numpy as np
 import xarray as xr
 
 from weightdyn.plots.common import styled
+from weightdyn.plots.errorbars import errorbar, state_bars
 
 DISPLACEMENT = (
     r"GD: $\mathrm{sup}_t\,\mathrm{rms}_k|\tilde{\mathbf{w}}_k(t)-\tilde{\mathbf{w}}_k(0)|$"
@@ -36,9 +37,19 @@ def _fit_line(summary: xr.Dataset, key: str, x: np.ndarray) -> np.ndarray:
     return np.exp(float(summary[f"intercept_{key}"])) * x ** float(summary[f"slope_{key}"])
 
 
-def _slope_label(summary: xr.Dataset, key: str) -> str:
+def _slope_label(summary: xr.Dataset, key: str, what: str = "fit") -> str:
     slope, se = float(summary[f"slope_{key}"]), float(summary[f"slope_{key}_se"])
-    return f"fit, slope ${slope:.3f}\\pm{se:.1g}$"
+    return f"{what}, slope ${slope:.3f}\\pm{se:.1g}$"
+
+
+def _bars(summary: xr.Dataset) -> str:
+    """What the bars are: the standard error of the mean over the seeds."""
+    return rf"$\pm$1 s.e. over {summary.sizes['seed']} seeds"
+
+
+def _mean_se(gd: xr.DataArray) -> tuple[xr.DataArray, xr.DataArray]:
+    """Mean over ``seed`` and its standard error."""
+    return gd.mean("seed"), gd.std("seed", ddof=1) / np.sqrt(gd.sizes["seed"])
 
 
 def _fit_axis(summary: xr.Dataset) -> np.ndarray:
@@ -51,10 +62,11 @@ def loss_error(summary: xr.Dataset) -> plt.Figure:
     """(a) sup_t |L_gd - L_pred| / L_gd(0) vs eps with the eps^2 fit; (b) vs w0(0) at fixed f."""
     fig, (left, right) = plt.subplots(1, 2, figsize=(7.4, 3.3), layout="constrained")
     eps = summary["eps"].values
-    left.errorbar(eps, summary["eps_loss_error"], summary["eps_loss_error_se"], fmt="o",
-                  color="C0", label="Eq. 24 with floor vs GD", **SIM)  # fmt: skip
-    left.errorbar(eps, summary["eps_loss_error_eq26"], summary["eps_loss_error_eq26_se"], fmt="s",
-                  mfc="none", color="C3", label="Eq. 26 (no floor) vs GD", **SIM)  # fmt: skip
+    errorbar(left, eps, summary["eps_loss_error"].values, summary["eps_loss_error_se"].values,
+             fmt="o", color="C0", label="Eq. 24 with floor vs GD", **SIM)  # fmt: skip
+    errorbar(left, eps, summary["eps_loss_error_eq26"].values,
+             summary["eps_loss_error_eq26_se"].values, fmt="s", mfc="none", color="C3",
+             label="Eq. 26 (no floor) vs GD", **SIM)  # fmt: skip
     x = _fit_axis(summary)
     left.plot(x, _fit_line(summary, "loss_error", x), "-", color="C0", lw=1.0,
               label=_slope_label(summary, "loss_error"))  # fmt: skip
@@ -67,19 +79,20 @@ def loss_error(summary: xr.Dataset) -> plt.Figure:
     left.set_title(rf"(a) $w_0(0)\sim\mathcal{{N}}(0,{scale}^2)$", fontsize=9)
     left.legend(frameon=False, loc="lower right")
     w0 = summary["w0_scale"].values
-    right.errorbar(w0, summary["w0_loss_error"], summary["w0_loss_error_se"], fmt="o", color="C0",
-                   label=LOSS_ERROR, **SIM)  # fmt: skip
-    right.errorbar(w0, summary["w0_growth"], summary["w0_growth_se"], fmt="^", color="C2",
-                   mfc="none", label=r"rms $w_0(t_{\rm end})\,/\,\varepsilon$", **SIM)  # fmt: skip
+    errorbar(right, w0, summary["w0_loss_error"].values, summary["w0_loss_error_se"].values,
+             fmt="o", color="C0", label=LOSS_ERROR, **SIM)  # fmt: skip
+    errorbar(right, w0, summary["w0_growth"].values, summary["w0_growth_se"].values, fmt="^",
+             color="C2", mfc="none", label=r"rms $w_0(t_{\rm end})\,/\,\varepsilon$",
+             **SIM)  # fmt: skip
     right.plot(w0, w0 / summary.attrs["amplitude"], ":", color="0.5", lw=1.0,
                label=r"rms $w_0(0)\,/\,\varepsilon$")  # fmt: skip
     right.set_xscale("log")
     right.set_yscale("log")
     right.set_xlabel(r"initial output-weight scale $w_0(0)$")
-    right.set_ylabel("relative error, weight ratio")
+    right.set_ylabel(r"relative loss error; rms $w_0\,/\,\varepsilon$")
     right.set_title(rf"(b) fixed target, $\varepsilon={summary.attrs['amplitude']:g}$", fontsize=9)
     right.legend(frameon=False, loc="lower right")
-    fig.suptitle(_title(summary), fontsize=8)
+    state_bars(fig, fig.suptitle("", fontsize=8), _bars(summary), _title(summary) + "\n{bars}")
     return fig
 
 
@@ -95,11 +108,9 @@ def loss_curves(summary: xr.Dataset) -> plt.Figure:
     for (color, marker, size), i in zip(markers, picks, strict=False):
         style = {**SIM, "ms": size}
         e = float(eps_all[i])
-        gd = summary["eps_loss_gd"].isel(eps=i) / e**2
-        ax.errorbar(t[::every], gd.mean("seed")[::every],
-                    (gd.std("seed", ddof=1) / np.sqrt(gd.sizes["seed"]))[::every], fmt=marker,
-                    color=color, mfc="none", label=rf"GD, $\varepsilon={e:g}$",
-                    **style)  # fmt: skip
+        mean, se = _mean_se(summary["eps_loss_gd"].isel(eps=i) / e**2)
+        errorbar(ax, t[::every], mean.values[::every], se.values[::every], fmt=marker,
+                 color=color, mfc="none", label=rf"GD, $\varepsilon={e:g}$", **style)  # fmt: skip
         pred = (summary["eps_loss_pred"].isel(eps=i) / e**2).mean("seed")
         ax.plot(
             t, pred, "-", color=color, lw=1.2, label=rf"Eq. 24 (with floor), $\varepsilon={e:g}$"
@@ -112,16 +123,17 @@ def loss_curves(summary: xr.Dataset) -> plt.Figure:
     amp = float(summary.attrs["amplitude"])
     j = int(np.argmin(summary["w0_scale"].values))
     w0_min = float(summary["w0_scale"][j])
-    gd = (summary["w0_loss_gd"].isel(w0_scale=j) / amp**2).mean("seed")
-    ax.plot(t[::every], gd[::every], "D", color="C4", ms=3.5, mfc="none",
-            label=rf"GD, $\varepsilon={amp:g}$, $w_0(0)={w0_min:g}$ (line: Eq. 24)")  # fmt: skip
+    mean, se = _mean_se(summary["w0_loss_gd"].isel(w0_scale=j) / amp**2)
+    errorbar(ax, t[::every], mean.values[::every], se.values[::every], fmt="D", color="C4",
+             mfc="none", label=rf"GD, $\varepsilon={amp:g}$, $w_0(0)={w0_min:g}$ (line: Eq. 24)",
+             **{**SIM, "ms": 3.5})  # fmt: skip
     pred = (summary["w0_loss_pred"].isel(w0_scale=j) / amp**2).mean("seed")
     ax.plot(t, pred, "-", color="C4", lw=1.0)
     ax.set_yscale("log")
     ax.set_xlabel("$t$")
     ax.set_ylabel(r"$L(t)\,/\,\varepsilon^2$ (mean over seeds)")
     ax.legend(frameon=False, fontsize=6.5, loc="upper center", ncols=2, bbox_to_anchor=(0.5, -0.16))
-    fig.suptitle(_title(summary), fontsize=7.5)
+    state_bars(fig, fig.suptitle("", fontsize=7.5), _bars(summary), _title(summary) + "\n{bars}")
     return fig
 
 
@@ -146,23 +158,25 @@ def shifts(summary: xr.Dataset) -> plt.Figure:
     )
     left.set_ylabel(r"GD $(w_{0,k}(0)-w_{0,k}(t))/\varepsilon$")
     shown = min(SCATTER_SEEDS, summary.sizes["seed"])
-    left.set_title(f"(a) shifts along $w_0$ (all particles, {shown} seeds)", fontsize=9)
+    left.set_title(f"(a) shifts along $w_0$ (every particle of {shown} seeds)", fontsize=9)
     left.legend(frameon=False, loc="upper left")
-    right.errorbar(eps_all, summary["eps_wtilde_displacement"],
-                   summary["eps_wtilde_displacement_se"], fmt="o", color="C0",
-                   label=DISPLACEMENT, **SIM)  # fmt: skip
-    right.errorbar(eps_all, summary["eps_shift_error"], summary["eps_shift_error_se"], fmt="s",
-                   color="C1", mfc="none",
-                   label=SHIFT_ERROR, **{**SIM, "ms": 6.0})  # fmt: skip
+    errorbar(right, eps_all, summary["eps_wtilde_displacement"].values,
+             summary["eps_wtilde_displacement_se"].values, fmt="o", color="C0",
+             label=DISPLACEMENT, **SIM)  # fmt: skip
+    errorbar(right, eps_all, summary["eps_shift_error"].values,
+             summary["eps_shift_error_se"].values, fmt="s", color="C1", mfc="none",
+             label=SHIFT_ERROR, **{**SIM, "ms": 6.0})  # fmt: skip
     x = _fit_axis(summary)
-    for key, color in (("wtilde_displacement", "C0"), ("shift_error", "C1")):
+    for key, color, what in (("wtilde_displacement", "C0", "fit to the displacement"),
+                             ("shift_error", "C1", "fit to the shift error")):  # fmt: skip
         right.plot(x, _fit_line(summary, key, x), "-", color=color, lw=1.0,
-                   label=_slope_label(summary, key))  # fmt: skip
+                   label=_slope_label(summary, key, what))  # fmt: skip
     right.set_xscale("log")
     right.set_yscale("log")
     right.set_xlabel(r"target amplitude $\varepsilon$")
     right.set_ylabel(r"$\tilde{\mathbf{w}}$ displacement, shift error")
     right.set_title(r"(b) $\tilde{\mathbf{w}}$ frozen to $O(\varepsilon^2)$", fontsize=9)
-    right.legend(frameon=False, loc="upper left", fontsize=6.5)
-    fig.suptitle(_title(summary), fontsize=8)
+    right.legend(frameon=False, loc="lower right", fontsize=6.5)  # the points rise to the right
+    head = _title(summary) + "\n(a) no bars: one point per particle and seed; (b) {bars}"
+    state_bars(fig, fig.suptitle("", fontsize=8), _bars(summary), head)
     return fig

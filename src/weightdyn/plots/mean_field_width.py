@@ -13,19 +13,25 @@ import numpy as np
 import xarray as xr
 
 from weightdyn.plots.common import styled
+from weightdyn.plots.errorbars import errorbar, state_bars
 
 SIM = {"ms": 3.5, "capsize": 2.0, "lw": 0, "elinewidth": 0.9}
+RIGHT = {"frameon": False, "fontsize": 7, "loc": "outside right center"}
 
 
 def _errorbar(ax, x, y, e, color, label, marker="o", mfc=None):
-    ax.errorbar(x, y, yerr=e, fmt=marker, color=color, label=label,
-                mfc=color if mfc is None else mfc, **SIM)  # fmt: skip
+    errorbar(ax, x, y, yerr=e, fmt=marker, color=color, label=label,
+             mfc=color if mfc is None else mfc, **SIM)  # fmt: skip
+
+
+def _seeds(ds: xr.Dataset) -> str:
+    return f"{ds.sizes['seed']} seeds" if "seed" in ds.dims else "seeds"
 
 
 @styled
 def gap_vs_N(ds: xr.Dataset) -> plt.Figure:
     """RMS over seeds of |L_N - L_inf|: sup over t, sup over t >= t_late, fixed times; N^s fit."""
-    fig, ax = plt.subplots(figsize=(4.6, 3.6), layout="constrained")
+    fig, ax = plt.subplots(figsize=(6.4, 3.6), layout="constrained")
     n = ds["N"].values
     t_late = float(ds["t_late"])
     _errorbar(ax, n, ds["rms_sup"].values, ds["rms_sup_se"].values, "k",
@@ -47,15 +53,20 @@ def gap_vs_N(ds: xr.Dataset) -> plt.Figure:
     ax.set_yscale("log")
     ax.set_xlabel("width $N$")
     ax.set_ylabel(r"RMS over seeds of $|L_N(t)-L_\infty(t)|$")
-    ax.legend(frameon=False, fontsize=7)
-    ax.set_title(rf"grid error of $L_\infty$: {float(ds['grid_difference']):.1e}", fontsize=8)
+    fig.legend(**RIGHT)
+    what = f"$\\pm$1 s.e. of the RMS over {_seeds(ds)} (delta method)"
+    head = (
+        rf"grid error of $L_\infty$: {float(ds['grid_difference']):.1e}; fixed-time markers "
+        r"shifted right by factors $1.06^k$ for legibility" + "\n{bars}"
+    )
+    state_bars(fig, ax.set_title("", fontsize=8), what, head)
     return fig
 
 
 @styled
 def bias_vs_N(ds: xr.Dataset) -> plt.Figure:
     """|E L_N - L_inf| at the fixed times vs N (open: negative mean), exact t = 0 bias line."""
-    fig, ax = plt.subplots(figsize=(4.6, 3.6), layout="constrained")
+    fig, ax = plt.subplots(figsize=(6.4, 3.6), layout="constrained")
     n = ds["N"].values
     grid = np.geomspace(n.min() / 1.5, n.max() * 1.5, 50)
     ax.plot(
@@ -72,7 +83,8 @@ def bias_vs_N(ds: xr.Dataset) -> plt.Figure:
         x, c, m = n * 1.08**i, f"C{i}", markers[i % len(markers)]
         a = np.abs(y)
         lower = np.minimum(e, 0.9 * a)  # a log axis cannot show the part of the bar below 0
-        ax.errorbar(x, a, yerr=[lower, e], fmt="none", ecolor=c, elinewidth=0.9, capsize=2.0)
+        errorbar(ax, x, a, yerr=[lower, e], fmt="none", ecolor=c, elinewidth=0.9, capsize=2.0,
+                 marker_size=3.8)  # fmt: skip
         ax.plot(x[y > 0], a[y > 0], m, color=c, ms=3.8, label=rf"$t={tf:g}$")
         ax.plot(x[y <= 0], a[y <= 0], m, color=c, ms=3.8, mfc="none")
     ax.plot([], [], "o", color="0.4", mfc="none", ms=3.8, label="open: negative mean")
@@ -80,8 +92,13 @@ def bias_vs_N(ds: xr.Dataset) -> plt.Figure:
     ax.set_yscale("log")
     ax.set_xlabel("width $N$")
     ax.set_ylabel(r"$|\mathbb{E}\,L_N(t)-L_\infty(t)|$")
-    ax.legend(frameon=False, fontsize=7, loc="lower left")
-    ax.set_title(r"$\pm$1 s.e.; lower bars reaching 0 are cut at $0.1\,|$mean$|$", fontsize=8)
+    fig.legend(**RIGHT)
+    what = rf"$\pm$1 s.e. over {_seeds(ds)}"
+    head = (
+        "{bars}\n" + r"lower bars reaching 0 are cut at $0.1\,|$mean$|$; markers of $t > 0$ "
+        r"shifted right by factors $1.08^k$"
+    )
+    state_bars(fig, ax.set_title("", fontsize=8), what, head, relative=False)
     return fig
 
 
@@ -100,8 +117,11 @@ def loss_curves(ds: xr.Dataset) -> plt.Figure:
     ax.plot(t, ds["loss_inf"].values, "-", color="k", lw=1.2, label=r"$L_\infty$ (Eq. 11)")
     ax.set_yscale("log")
     ax.set_xlabel("$t$")
-    ax.set_ylabel("loss")
+    ax.set_ylabel(r"$\mathbb{E}\,L_N(t)$, $L_\infty(t)$")
     ax.legend(frameon=False, fontsize=7)
+    what = rf"$\pm$1 s.e. over {_seeds(ds)}"
+    head = f"markers at one output time in {every}, staggered between widths\n{{bars}}"
+    state_bars(fig, ax.set_title("", fontsize=8), what, head)
     return fig
 
 
@@ -156,5 +176,11 @@ def eq12_check(ds: xr.Dataset) -> plt.Figure:
     right.set_xlabel("$t_k$")
     right.set_ylabel(r"$e_k\,/\,(dt\,D_k)$")
     right.set_title("(c) relative Euler excess per step", fontsize=8)
-    right.legend(frameon=False, fontsize=7)
+    right.legend(frameon=False, fontsize=7, ncols=2, loc="upper center",
+                 bbox_to_anchor=(0.5, -0.2))  # fmt: skip
+    fig.suptitle(
+        f"no error bars: (a) one dot per network ({rel.shape[0] - 1} seeds), (b) one curve per "
+        f"seed ({excess.shape[1]}), (c) band: range over the seeds",
+        fontsize=8,
+    )
     return fig

@@ -14,10 +14,11 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 import xarray as xr
-from matplotlib.ticker import MaxNLocator, NullFormatter
+from matplotlib.ticker import LogFormatterSciNotation, LogLocator, MaxNLocator
 
 from weightdyn.models.experiment import AXES, cell_text, cells_of, flagged_cells
 from weightdyn.plots.common import styled
+from weightdyn.plots.errorbars import errorbar, state_bars
 
 __all__ = ["ivfr", "spectra", "trace_vs_lr"]
 
@@ -27,9 +28,21 @@ THEORY_LINES = {
     "jacobian": ("--", "C1", r"App. A: $X \to J$ (Gauss-Newton)"),
     "detailed": (":", "C2", "detailed balance (Eq. 33)"),
     "discrete": ("-.", "C3", "discrete-time recursion"),
-    "minibatch": ("-", "C4", "discrete, mini-batch Hessian noise"),
+    "minibatch": ((0, (1, 1)), "C4", "discrete, mini-batch Hessian noise"),
 }
-ERRORS = r"error bars $\pm$1 s.e. (jackknife over replica $\times$ time block)"
+BARS = r"$\pm$1 s.e. (jackknife over (replica, time block) groups)"
+#: the axes of a cell in the papers' symbols (cell_text's ``axis=value`` labels otherwise)
+SYMBOLS = {
+    "depth": "L",
+    "width": r"\mathrm{width}",
+    "P": "P",
+    "noise": r"\sigma_\epsilon^2",
+    "lr": r"\lambda",
+    "batch_size": "S",
+    "init_scale": r"\mathrm{init\ scale}",
+    "N_i": "N_i",
+    "N_o": "N_o",
+}
 
 
 def _coord(c: xr.Dataset, name: str) -> object:
@@ -77,6 +90,24 @@ def _flag_note(ds: xr.Dataset) -> str:
     return "; not drawn (flagged): " + ", ".join(flagged) if flagged else ""
 
 
+def _label(c: xr.Dataset, cells: list[xr.Dataset]) -> str:
+    """The axes in which ``c`` differs from the other ``cells``, in symbols where there are."""
+    parts = []
+    for part in cell_text(c, cells).split(", "):
+        name, _, val = part.partition("=")
+        parts.append(f"${SYMBOLS[name]}={val}$" if name in SYMBOLS else part)
+    return ", ".join(p for p in parts if p)
+
+
+def _log_labels(axis) -> None:
+    """Label a log axis at 2 and 5 times each power of ten too (an axis spanning about one
+    decade otherwise shows a single number)."""
+    axis.set_minor_locator(LogLocator(subs=(2.0, 5.0)))
+    axis.set_minor_formatter(
+        LogFormatterSciNotation(labelOnlyBase=False, minor_thresholds=(np.inf, np.inf))
+    )
+
+
 def _median_error(c: xr.Dataset, theory: str) -> float:
     return float(np.median(np.abs(c[f"eig_{theory}"].values / c["eig_sgd"].values - 1)))
 
@@ -96,14 +127,15 @@ def spectra(ds: xr.Dataset) -> plt.Figure:
     i = c["mode"].values + 1
     sgd, se = c["eig_sgd"].values, c["eig_sgd_se"].values
     fig, (left, right) = plt.subplots(1, 2, figsize=(7.6, 3.6), layout="constrained")
-    left.errorbar(i, sgd, yerr=se, fmt="o", color="C0", mfc="none", label="SGD", **SIM)
+    errorbar(left, i, sgd, yerr=se, fmt="o", color="C0", mfc="none", label="SGD", zorder=3,
+             **SIM)  # fmt: skip
     right.fill_between(i, -se / sgd, se / sgd, color="C0", alpha=0.2, lw=0,
                        label=r"SGD $\pm$1 s.e.")  # fmt: skip
     for name, (style, color, label) in THEORY_LINES.items():
         eig = c[f"eig_{name}"].values
         med = _median_error(c, name)
-        left.plot(i, eig, style, color=color, lw=1.1, label=f"{label}: median {med:.1%}")
-        right.plot(i, eig / sgd - 1, style, color=color, lw=1.1)
+        left.plot(i, eig, linestyle=style, color=color, lw=1.1, label=f"{label}: median {med:.1%}")
+        right.plot(i, eig / sgd - 1, linestyle=style, color=color, lw=1.1)
     left.set_yscale("log")
     left.set_xlabel("mode index $i$ (descending)")
     left.set_ylabel(r"eigenvalue $\mu_i$ of $M$ on range$(H)$")
@@ -116,15 +148,18 @@ def spectra(ds: xr.Dataset) -> plt.Figure:
     devs = [np.abs(c[f"eig_{t}"].values / sgd - 1) for t in THEORY_LINES] + [se / sgd]
     right.set_ylim(-(lim := min(1.0, 1.1 * float(np.nanmax(np.concatenate(devs))))), lim)
     right.set_xlabel("mode index $i$ (descending)")
-    right.set_ylabel(r"$\mu_i^{\rm theory} / \mu_i^{\rm SGD} - 1$ (clipped at $\pm 1$)")
-    right.set_title(r"band: SGD $\pm$1 s.e.", fontsize=7)
+    right.set_ylabel(r"$\mu_i^{\rm theory} / \mu_i^{\rm SGD} - 1$")
+    right.set_title(r"band: SGD $\pm$1 s.e.; axis clipped at $\pm 1$", fontsize=7)
     extra = (
-        f"tr M: SGD {float(c['trace_sgd']):.4g} $\\pm$ {float(c['trace_sgd_se']):.2g}, exact "
-        f"{float(c['trace_exact']):.4g}, discrete {float(c['trace_discrete']):.4g}; residual "
-        f"curvature $\\|H - J^TJ/P\\| / \\|H\\|$ = {float(c['residual_curvature']):.2g}; "
-        f"dim null(H) = {int(c['null_dim'])}; slowest relaxation {float(c['tau_slow']):.3g} steps"
+        f"$\\mathrm{{tr}}\\,M$: SGD {float(c['trace_sgd']):.4g} $\\pm$ "
+        f"{float(c['trace_sgd_se']):.2g}, exact {float(c['trace_exact']):.4g}, discrete "
+        f"{float(c['trace_discrete']):.4g}\nresidual curvature "
+        f"$\\|H - J^TJ/P\\| / \\|H\\|$ = {float(c['residual_curvature']):.2g}; "
+        f"$\\dim\\,\\mathrm{{null}}(H)$ = {int(c['null_dim'])}; slowest relaxation "
+        f"{float(c['tau_slow']):.3g} steps"
     )
-    fig.suptitle(f"{_title(c)}\n{extra}\n{ERRORS}", fontsize=7.5)
+    title = fig.suptitle("", fontsize=7.5)
+    state_bars(fig, title, "SGD " + BARS, f"{_title(c)}\n{extra}\n{{bars}}")
     return fig
 
 
@@ -142,30 +177,39 @@ def ivfr(ds: xr.Dataset) -> plt.Figure:
     fig, ax = plt.subplots(figsize=(6.0, 4.4), layout="constrained")
     for k, c in enumerate(cells):
         color = f"C{k % 10}"
-        text = cell_text(c, cells) or "SGD"
+        text = _label(c, cells) or "SGD"
         label = (
             f"{text}: $\\rho$ = {float(c['ivfr_spearman_sgd']):.2f} $\\pm$ "
             f"{float(c['ivfr_spearman_sgd_se']):.2f}, slope "
             f"{float(c['ivfr_slope_sgd']):.2f} $\\pm$ {float(c['ivfr_slope_sgd_se']):.2f}"
         )
-        ax.errorbar(c["eig_sgd"].values, c["curv_sgd"].values, xerr=c["eig_sgd_se"].values,
-                    yerr=c["curv_sgd_se"].values, fmt="o", color=color, mfc="none",
-                    label=label, **SIM)  # fmt: skip
+        errorbar(ax, c["eig_sgd"].values, c["curv_sgd"].values, xerr=c["eig_sgd_se"].values,
+                 yerr=c["curv_sgd_se"].values, fmt="o", color=color, mfc="none", label=label,
+                 **SIM)  # fmt: skip
         ax.plot(c["eig_exact"].values, c["curv_exact"].values, "x-", color=color, lw=0.5, ms=3)
     ax.plot([], [], "x-", color="0.3", lw=0.5, ms=3,
             label="exact linearisation (Eq. 29), same cell, modes joined in order")  # fmt: skip
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.xaxis.set_minor_formatter(NullFormatter())  # crowded labels within one decade
+    for axis in (ax.xaxis, ax.yaxis):
+        _log_labels(axis)
     ax.set_xlabel(r"variance $\mu_i$ (eigenvalue of the SGD covariance $M$)")
     ax.set_ylabel(r"curvature $v_i^T H v_i$")
     ax.legend(frameon=False, fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.14))
-    ax.set_title(f"IVFR (paper 000 Fig. 7a); {ERRORS}{_flag_note(ds)}", fontsize=7.5,
-                 wrap=True)  # fmt: skip
+    title = ax.set_title("", fontsize=7.5)
+    what = "SGD " + BARS + r" in $\mu_i$ and $v_i^THv_i$"
+    state_bars(fig, title, what, f"IVFR (paper 000 Fig. 7a)\n{{bars}}{_flag_note(ds)}",
+               newline=True)  # fmt: skip
     return fig
 
 
 # -------------------------------------------------------------------------------- trace
+
+
+def _symbols(key: str) -> str:
+    """``axis=value, ...`` (a :func:`_series` key) in the papers' symbols where there are."""
+    parts = [p.partition("=") for p in key.split(", ") if p]
+    return ", ".join(f"${SYMBOLS[n]}={v}$" if n in SYMBOLS else f"{n}={v}" for n, _, v in parts)
 
 
 def _series(cells: list[xr.Dataset]) -> dict[str, list[xr.Dataset]]:
@@ -185,24 +229,31 @@ def trace_vs_lr(ds: xr.Dataset) -> plt.Figure:
     if (fig := _no_cells(ds)) is not None:
         return fig
     fig, ax = plt.subplots(figsize=(5.6, 4.2), layout="constrained")
-    for k, (key, group) in enumerate(_series(cells_of(ds)).items()):
+    series = _series(cells_of(ds))
+    for k, (key, group) in enumerate(series.items()):
         color = f"C{k % 10}"
         lr = np.array([float(_coord(c, "lr")) for c in group])
 
         def col(name: str, group=group, lr=lr) -> np.ndarray:
             return np.array([float(c[name]) for c in group]) / lr
 
-        ax.errorbar(lr, col("trace_sgd"), yerr=col("trace_sgd_se"), fmt="o", color=color,
-                    mfc="none", label=f"SGD {key}".strip(), **SIM)  # fmt: skip
+        errorbar(ax, lr, col("trace_sgd"), yerr=col("trace_sgd_se"), fmt="o",
+                 color="k" if len(series) == 1 else color, mfc="none", zorder=3,
+                 label=f"SGD {_symbols(key)}".strip(), **SIM)  # fmt: skip
         for name in ("exact", "discrete", "minibatch", "jacobian"):
-            style, _, label = THEORY_LINES[name]
-            ax.plot(lr, col(f"trace_{name}"), style, color=color, lw=1.0,
+            style, theory_color, label = THEORY_LINES[name]  # one group: the theory's colour
+            ax.plot(lr, col(f"trace_{name}"), linestyle=style, lw=1.1,
+                    color=theory_color if len(series) == 1 else color,
                     label=label if k == 0 else None)  # fmt: skip
     ax.set_xscale("log")
+    rates = sorted({float(_coord(c, "lr")) for c in cells_of(ds)})
+    ax.set_xticks(rates, [f"{r:g}" for r in rates])  # the simulated learning rates
+    ax.minorticks_off()
     ax.set_xlabel(r"learning rate $\lambda$")
     ax.set_ylabel(r"$\mathrm{tr}\,M / \lambda$")
     ax.legend(frameon=False, fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.14),
               ncols=2)  # fmt: skip
-    ax.set_title(f"trace of the stationary covariance; {ERRORS}{_flag_note(ds)}", fontsize=7.5,
-                 wrap=True)  # fmt: skip
+    title = ax.set_title("", fontsize=7.5)
+    state_bars(fig, title, "SGD " + BARS, f"trace of the stationary covariance $M$\n{{bars}}"
+               f"{_flag_note(ds)}", newline=True)  # fmt: skip
     return fig

@@ -19,9 +19,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 import xarray as xr
 from matplotlib.colors import TwoSlopeNorm
-from matplotlib.ticker import NullFormatter
+from matplotlib.ticker import MaxNLocator, NullFormatter
 
 from weightdyn.plots.common import styled
+from weightdyn.plots.errorbars import errorbar, state_bars
 from weightdyn.two_layer.merged import cell_list, dynamics_groups, is_diverged, one_cell, value
 
 __all__ = ["fig6a", "fig6bc", "fig7a", "fig7b", "fig_drift", "fig_relaxation"]
@@ -31,6 +32,11 @@ COLOR_A = "C0"
 COLOR_B = "C3"
 COLOR_SGF = "C2"
 NORM_LABEL = r"$(\lambda\sigma_y^2/2S)$"
+EIG1 = r"eigenvalue of $\mathrm{cov}(\mathrm{vec}\,\delta W_1)$"
+EIG2 = r"eigenvalue of $\mathrm{cov}(\mathrm{vec}\,\delta W_2)$"
+EIG1_NORM = EIG1 + "\n/ " + NORM_LABEL  # two lines: longer than a panel is high
+EIG2_NORM = EIG2 + "\n/ " + NORM_LABEL
+BELOW = {"frameon": False, "fontsize": 6.5, "loc": "upper center"}
 
 
 def _dyn(c: xr.Dataset) -> str:
@@ -53,19 +59,33 @@ def _n_z1(c: xr.Dataset) -> int:
     return int(value(c, "N_o")) * int(value(c, "N_i"))
 
 
+def _replicas(c: xr.Dataset) -> int:
+    return int(c.sizes["replica"])
+
+
 def _errorbar(ax, x, y, e, color, label, marker="o", mfc=None):
     ok = np.isfinite(y) & (y > 0)
-    ax.errorbar(
-        x[ok], y[ok], yerr=np.where(np.isfinite(e), e, 0.0)[ok], fmt=marker, color=color,
+    errorbar(
+        ax, x[ok], y[ok], yerr=np.where(np.isfinite(e), e, 0.0)[ok], fmt=marker, color=color,
         mfc=mfc if mfc is not None else color, label=label, **SIM,
     )  # fmt: skip
 
 
+def _integer_x(*axes) -> None:
+    for ax in axes:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
 def _line(ax, x, y, style, color, label, lw=1.2):
+    """A theory line, drawn over the markers (it would hide behind them where they agree).
+
+    Rank-deficient spectra are stored as exact zeros, which a log axis leaves out; the small
+    eigenvalues of the local spectra (down to 1e-18 of the largest, matched by the simulation)
+    are drawn, only values below 1e-24 of the largest are taken for round-off."""
     ok = np.isfinite(y) & (y > 0)
     if ok.any():
-        ok &= y > 1e-12 * np.max(y[ok])  # round-off zeros (rank-deficient spectra)
-    ax.plot(x[ok], y[ok], style, color=color, lw=lw, label=label)
+        ok &= y > 1e-24 * np.max(y[ok])
+    ax.plot(x[ok], y[ok], style, color=color, lw=lw, label=label, zorder=2.5)
 
 
 def _sgf_line(ax, x, y, e, label):
@@ -111,7 +131,8 @@ def fig6a(ds: xr.Dataset) -> plt.Figure:
     fig, axes = plt.subplots(1, 2, figsize=(7.2, 3.7), layout="constrained")
     titles = [
         r"Eq. 66 at $W^0$ (paper)",
-        f"{_dyn(c)} about its time average\n(replica 0, SVD basis of its local point)",
+        f"{_dyn(c)} about its time average (one replica, no\nerror estimate; SVD basis of "
+        "its local point)",
     ]
     for ax, m, title in zip(axes, mats, titles, strict=True):
         im = ax.imshow(m, cmap="RdBu_r", norm=cnorm, interpolation="nearest")
@@ -121,8 +142,10 @@ def fig6a(ds: xr.Dataset) -> plt.Figure:
         ticks = [n_z1 / 2 - 0.5, n_z1 + (n - n_z1) / 2 - 0.5]
         ax.set_xticks(ticks, [r"$z_1$", r"$z_2$"])
         ax.set_yticks(ticks, [r"$z_1$", r"$z_2$"])
-        ax.set_title(title, fontsize=9)
-    fig.colorbar(im, ax=axes, shrink=0.85, label=r"$M\,/\,$" + NORM_LABEL)
+        ax.set_title(title, fontsize=8)
+        ax.set_xlabel(r"component $j$ of $Z = [\mathrm{vec}\,z_1;\,\mathrm{vec}\,z_2]$")
+        ax.set_ylabel(r"component $i$ of $Z$")
+    fig.colorbar(im, ax=axes, shrink=0.85, label=r"$M_{ij}\,/\,$" + NORM_LABEL)
     fig.suptitle(_title(c), fontsize=8)
     return fig
 
@@ -145,7 +168,7 @@ def _fig6_dw1(ax, c: xr.Dataset, max_mode1: int, norm: float) -> None:
     ax.text(n_z1 + 1, 0.98, r"$i = N_oN_i$", transform=ax.get_xaxis_transform(),
             fontsize=7, va="top", color="0.4")  # fmt: skip
     ax.set_xlabel("mode index $i$")
-    ax.set_ylabel(r"eig cov(vec $\delta W_1$) / " + NORM_LABEL)
+    ax.set_ylabel(EIG1_NORM)
 
 
 def _fig6_dw2(ax, c: xr.Dataset, norm: float) -> None:
@@ -159,7 +182,7 @@ def _fig6_dw2(ax, c: xr.Dataset, norm: float) -> None:
               COLOR_B, f"{dyn} (b)", marker="s", mfc="none")  # fmt: skip
     _line(ax, i2, c["eig_cov2_exact_local"].values / norm, "-", COLOR_B, "exact lin., local")
     ax.set_xlabel("mode index $i$")
-    ax.set_ylabel(r"eig cov(vec $\delta W_2$) / " + NORM_LABEL)
+    ax.set_ylabel(EIG2_NORM)
 
 
 @styled
@@ -181,16 +204,21 @@ def fig6bc(ds: xr.Dataset, max_mode1: int | None = None) -> plt.Figure:
     fig, (left, right) = plt.subplots(1, 2, figsize=(7.6, 3.9), layout="constrained")
     _fig6_dw1(left, c, max_mode1, norm)
     _fig6_dw2(right, c, norm)
+    _integer_x(left, right)
     for ax in (left, right):
         ax.set_yscale("log")
-        ax.legend(frameon=False, fontsize=6.5, ncols=2, loc="upper center",
-                  bbox_to_anchor=(0.5, -0.16))  # fmt: skip
+        ax.legend(ncols=2, bbox_to_anchor=(0.5, -0.16), **BELOW)
     stats = (
-        f"median rel. error (a) vs Eq. 66: dW1 {float(c['err_cov1_a_eq66']):.2f}, "
-        f"dW2 {float(c['err_cov2_a_eq66']):.2f};  (b): dW1 {float(c['err_cov1_b']):.2f}, "
-        f"dW2 {float(c['err_cov2_b']):.2f};  error bars $\\pm$1 s.e."
+        rf"median rel. error (a) vs Eq. 66: $\delta W_1$ {float(c['err_cov1_a_eq66']):.2f}, "
+        rf"$\delta W_2$ {float(c['err_cov2_a_eq66']):.2f};  (b): $\delta W_1$ "
+        rf"{float(c['err_cov1_b']):.2f}, $\delta W_2$ {float(c['err_cov2_b']):.2f}"
     )
-    fig.suptitle(_title(c, stats), fontsize=8)
+    what = (
+        rf"$\pm$1 s.e., over {_replicas(c)} replicas for (a) $\delta W_1$, jackknife over "
+        "(replica, time block) for the others"
+    )
+    state_bars(fig, fig.suptitle("", fontsize=8), what, _title(c, stats + "\n{bars}"),
+               newline=True)  # fmt: skip
     return fig
 
 
@@ -217,18 +245,31 @@ def _no_rows() -> plt.Figure:
     return fig
 
 
-def _grid(rows: list, height: float, **kw) -> tuple[plt.Figure, list]:
-    """One sub-figure (two panels and its own title) per row."""
+def _grid(rows: list, height: float, **kw) -> tuple[plt.Figure, list, list]:
+    """One sub-figure (two panels and its own title, see :func:`_state_rows`) per row."""
     fig = plt.figure(figsize=(7.6, height * len(rows)), layout="constrained")
-    subfigs = fig.subfigures(len(rows), 1, squeeze=False)[:, 0]
-    panels = []
-    for sf, (ref, _sgd, sgf) in zip(subfigs, rows, strict=True):
-        panels.append(sf.subplots(1, 2, **kw))
-        extra = "local point (protocol b); error bars $\\pm$1 s.e. over replicas"
+    subfigs = list(fig.subfigures(len(rows), 1, squeeze=False)[:, 0])
+    panels = [sf.subplots(1, 2, **kw) for sf in subfigs]
+    return fig, subfigs, panels
+
+
+def _state_rows(fig: plt.Figure, subfigs: list, panels: list, rows: list) -> None:
+    """Each row's title: its cell, what the bars and bands are and how many bars the markers
+    hide (measured on the laid-out figure)."""
+    for sf, axes, (ref, sgd, sgf) in zip(subfigs, panels, rows, strict=True):
+        lines = ["local point (protocol b); {bars}"]
         if sgf is not None:
-            extra += "; dash-dotted: nonlinear SGF (band $\\pm$1 s.e.)"
-        sf.suptitle(_title(ref, extra), fontsize=8)
-    return fig, panels
+            lines.append(
+                rf"dash-dotted: nonlinear SGF, mean over {_replicas(sgf)} replicas "
+                r"(band $\pm$1 s.e.)"
+            )
+        title = sf.suptitle("", fontsize=8)
+        template = _title(ref, "\n".join(lines))
+        if sgd is None:
+            title.set_text(template.replace("{bars}", "no SGD cell"))
+            continue
+        what = rf"SGD mean over {_replicas(sgd)} replicas $\pm$1 s.e."
+        state_bars(fig, title, what, template, axes=list(axes))
 
 
 def _fig7a_loss(ax, ref, sgd, sgf) -> None:
@@ -244,9 +285,10 @@ def _fig7a_loss(ax, ref, sgd, sgf) -> None:
     _line(ax, i2, ref["delta_L2_eq73_approx"].values, "--", "C1",
           r"Eq. 73: $S D_2\sigma_x^2 M_{22,ii}/(\lambda\sigma_y^2)$")  # fmt: skip
     ax.set_yscale("log")
-    ax.set_xlabel(r"mode index $i$ of cov(vec $\delta W_2$)")
+    _integer_x(ax)
+    ax.set_xlabel(r"mode index $i$ of $\mathrm{cov}(\mathrm{vec}\,\delta W_2)$")
     ax.set_ylabel(r"$\delta L(\theta\mathbf{a}_i)/\theta^2$ (even part)")
-    ax.legend(frameon=False, fontsize=6.5, loc="lower left")
+    ax.legend(ncols=2, bbox_to_anchor=(0.5, -0.17), **BELOW)
 
 
 def _ivfr_points(ax, c, color, marker, norm) -> tuple[np.ndarray, str]:
@@ -287,7 +329,7 @@ def _fig7a_ivfr(ax, ref, sgd, sgf) -> None:
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.xaxis.set_minor_formatter(NullFormatter())  # crowded labels within one decade
-    ax.set_xlabel(r"variance (eig cov(vec $\delta W_2$)) / " + NORM_LABEL)
+    ax.set_xlabel(r"variance: " + EIG2 + " / " + NORM_LABEL)
     ax.set_ylabel(r"curvature $\kappa_i$")
     ax.set_title("IVFR: Spearman " + ", ".join(titles), fontsize=8)
     ax.legend(frameon=False, fontsize=6.5, loc="upper left")
@@ -308,10 +350,11 @@ def fig7a(ds: xr.Dataset) -> plt.Figure:
     rows = _rows(ds)
     if not rows:
         return _no_rows()
-    fig, panels = _grid(rows, 3.6)
+    fig, subfigs, panels = _grid(rows, 3.9)
     for (left, right), (ref, sgd, sgf) in zip(panels, rows, strict=True):
         _fig7a_loss(left, ref, sgd, sgf)
         _fig7a_ivfr(right, ref, sgd, sgf)
+    _state_rows(fig, subfigs, panels, rows)
     return fig
 
 
@@ -335,10 +378,9 @@ def _fig7b_loss(ax, ref, sgd, sgf, max_mode1: int) -> None:
             + "\n".join(ratios), transform=ax.transAxes, ha="right", va="top", fontsize=7,
             color="C0")  # fmt: skip
     ax.set_yscale("log")
-    ax.set_xlabel(r"mode index $i$ of cov(vec $\delta W_1$)")
+    ax.set_xlabel(r"mode index $i$ of $\mathrm{cov}(\mathrm{vec}\,\delta W_1)$")
     ax.set_ylabel(r"$\delta L(\theta\mathbf{v}_i)/\theta^2$ (even part)")
-    ax.legend(frameon=False, fontsize=6.5, ncols=3, loc="upper center",
-              bbox_to_anchor=(0.5, -0.17))  # fmt: skip
+    ax.legend(ncols=2, bbox_to_anchor=(0.5, -0.17), **BELOW)
 
 
 def _fig7b_spectrum(ax, ref, sgd, sgf, max_mode1: int) -> None:
@@ -357,8 +399,10 @@ def _fig7b_spectrum(ax, ref, sgd, sgf, max_mode1: int) -> None:
     ax.axvline(_n_z1(ref) + 0.5, color="0.6", lw=0.8, zorder=0)
     ax.set_yscale("log")
     ax.set_xlabel("mode index $i$")
-    ax.set_ylabel(r"eig cov(vec $\delta W_1$) / " + NORM_LABEL)
-    ax.legend(frameon=False, fontsize=6.5, loc="lower left")
+    ax.set_ylabel(EIG1_NORM)
+    ax.set_title(r"inset of the paper's Fig. 7b: $\mathrm{cov}(\mathrm{vec}\,\delta W_1)$",
+                 fontsize=7.5)  # fmt: skip
+    ax.legend(bbox_to_anchor=(0.5, -0.17), **BELOW)
 
 
 @styled
@@ -375,11 +419,12 @@ def fig7b(ds: xr.Dataset, max_mode1: int | None = None) -> plt.Figure:
     rows = _rows(ds)
     if not rows:
         return _no_rows()
-    fig, panels = _grid(rows, 3.5, width_ratios=[1.5, 1])
+    fig, subfigs, panels = _grid(rows, 3.8, width_ratios=[1.5, 1])
     for (left, right), (ref, sgd, sgf) in zip(panels, rows, strict=True):
         m = max_mode1 if max_mode1 is not None else min(ref.sizes["mode1"], 3 * _n_z1(ref))
         _fig7b_loss(left, ref, sgd, sgf, m)
         _fig7b_spectrum(right, ref, sgd, sgf, m)
+    _state_rows(fig, subfigs, panels, rows)
     return fig
 
 
@@ -434,7 +479,8 @@ def fig_drift(ds: xr.Dataset) -> plt.Figure:
                     fontsize=7, color="0.4")  # fmt: skip
     extra = (
         f"$\\tau_0 = {float(c['tau0_steps']):.0f}$ steps; $D_2$(local)/$D_2(W^0)$ = "
-        f"{float(c['d2_drift_factor']):.2f}; thin lines: {c.sizes['replica']} replicas"
+        f"{float(c['d2_drift_factor']):.2f}\nthin lines: window means of each of "
+        f"{c.sizes['replica']} replicas, thick: their mean (no error bars: the replicas are drawn)"
     )
     fig.suptitle(_title(c, extra), fontsize=8)
     return fig
@@ -460,19 +506,23 @@ def fig_relaxation(ds: xr.Dataset) -> plt.Figure:
                 transform=ax.transAxes)  # fmt: skip
         return fig
     t = float(value(c, "lr")) * c["lag"].values
+    ax.plot([], [], "o", color="0.3", mfc="none", ms=SIM["ms"],
+            label=f"{_dyn(c)}: mean over replicas")  # fmt: skip
+    ax.plot([], [], "-", color="0.3", lw=1.1, label=r"Eq. 76: $e^{-\sigma_x^2\omega_k t}$")
     for k in c["relax_mode"].values:
         color = plt.cm.viridis(k / max(c.sizes["relax_mode"] - 1, 1) * 0.9)
         rate = float(c["relax_rate"].sel(relax_mode=k))
-        ax.errorbar(
-            t, c["relax_acf"].sel(relax_mode=k), yerr=c["relax_acf_se"].sel(relax_mode=k),
-            fmt="o", color=color, mfc="none", **SIM,
+        errorbar(
+            ax, t, c["relax_acf"].sel(relax_mode=k).values,
+            yerr=c["relax_acf_se"].sel(relax_mode=k).values, fmt="o", color=color, mfc="none",
+            **SIM,
         )  # fmt: skip
         ax.plot(t, c["relax_theory"].sel(relax_mode=k), "-", color=color, lw=1.1,
-                label=rf"$\sigma_x^2\omega_k = {rate:.3g}$")  # fmt: skip
+                label=rf"mode $k={k + 1}$: $\sigma_x^2\omega_k = {rate:.3g}$")  # fmt: skip
     ax.axhline(0.0, color="0.6", lw=0.6)
     ax.set_xlabel(r"$t = \lambda \times$ lag (steps)")
     ax.set_ylabel(r"$\langle\chi_k(t)\chi_k(0)\rangle / \langle\chi_k^2\rangle$")
-    ax.legend(frameon=False, fontsize=7, title=rf"{_dyn(c)} (symbols); Eq. 76: "
-              r"$e^{-\sigma_x^2\omega_k t}$", title_fontsize=7)  # fmt: skip
-    ax.set_title(_title(c), fontsize=7)
+    fig.legend(frameon=False, fontsize=6.5, ncols=2, loc="outside lower center")
+    what = rf"$\pm$1 s.e. over {_replicas(c)} replicas"
+    state_bars(fig, ax.set_title("", fontsize=7), what, _title(c, "{bars}"), relative=False)
     return fig
