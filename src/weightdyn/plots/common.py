@@ -84,6 +84,18 @@ def require_variables(ds: xr.Dataset, names: Sequence[str], figure: str, hint: s
         raise ValueError(f"{figure}: the cells have no values of {missing}{hint}")
 
 
+#: how the s.e. of a stationary SGD estimate is computed (weightdyn.stats.jackknife_of_mean)
+JACKKNIFE = "jackknife over replica time blocks"
+
+
+def se_text(cells: xr.Dataset, k: int = 1, how: str = JACKKNIFE) -> str:
+    """What bars of +-k s.e. are: ``how`` for one data set; with cells of several data seeds,
+    of the mean over them (their spread added)."""
+    seeds = int(np.unique(cells["data_seed"].values).size) if "data_seed" in cells.coords else 1
+    spread = f" and spread over {seeds} data sets" if seeds > 1 else ""
+    return f"$\\pm${k} s.e. ({how}{spread})"
+
+
 class ErrorBars:
     """What a figure's error bars (or bands) are, and how they compare with its markers.
 

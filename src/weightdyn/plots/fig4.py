@@ -20,6 +20,7 @@ from weightdyn.plots.common import (
     mean_over_seeds,
     require_one_value,
     require_variables,
+    se_text,
     styled,
 )
 
@@ -29,8 +30,6 @@ SIM = {"marker": "o", "ms": 3.5, "capsize": 2, "lw": 0, "elinewidth": 1}
 #: axes of the single-layer experiment that a figure may hold fixed (data_seed is averaged)
 AXES = ("N", "P", "sigma_eps2", "lr", "batch_size", "sampling", "dynamics", "init", "init_scale")
 SIMULATED = ("var_w_sgd", "eig_M_sgd")
-#: what the error bars of a simulated estimate are (one data set; several add their spread)
-JACKKNIFE = "jackknife over replica time blocks"
 NO_SIM = " (a sweep with dynamics: none is theory only)"
 
 
@@ -116,7 +115,7 @@ def variance_vs_size(ds: xr.Dataset) -> plt.Figure:
         3, 1, figsize=(4.4, 7.2), sharex=True, layout="constrained"
     )
     method = _method(sim)
-    bars = ErrorBars(_se_text(sim, 1))
+    bars = ErrorBars(se_text(sim, 1))
     err = np.hypot(mean["var_w_sgd_se"], spread["var_w_sgd"])
     bars.errorbar(
         top, x, mean["var_w_sgd"], err, color="C0", mfc="white", label=f"{method}, temporal", **SIM
@@ -149,15 +148,6 @@ def variance_vs_size(ds: xr.Dataset) -> plt.Figure:
     return fig
 
 
-def _se_text(sel: xr.Dataset, k: int) -> str:
-    """What the bars of a simulated estimate are: +-k s.e. of one data set's jackknife, or of
-    the mean over the data seeds of the cells (their spread added)."""
-    seeds = int(np.unique(sel["data_seed"].values).size) if "data_seed" in sel.coords else 1
-    if seeds > 1:
-        return f"$\\pm${k} s.e. ({JACKKNIFE} and spread over {seeds} data sets)"
-    return f"$\\pm${k} s.e. ({JACKKNIFE})"
-
-
 def _loss_panel(
     ax: plt.Axes, mean: xr.Dataset, spread: xr.Dataset, method: str, bars: ErrorBars
 ) -> None:
@@ -184,7 +174,7 @@ def spectra(ds: xr.Dataset) -> plt.Figure:
     fig, ax = plt.subplots(figsize=(4.6, 4.5), layout="constrained")
     ratios = mean["p_over_n"].values
     colors = plt.cm.viridis(np.linspace(0.0, 0.9, ratios.size))
-    band = ErrorBars(_se_text(sel, 2), kind="band")
+    band = ErrorBars(se_text(sel, 2), kind="band")
     for ratio, color in zip(ratios, colors, strict=True):
         m = mean.sel(p_over_n=ratio)
         s = spread.sel(p_over_n=ratio)
