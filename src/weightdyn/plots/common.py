@@ -1,4 +1,5 @@
-"""Shared plotting helpers: house style, saving, seed means and checks on merged sweeps."""
+"""Shared plotting helpers: house style, saving, seed means, checks on merged sweeps and the
+statement of what error bars are (ErrorBars)."""
 
 from __future__ import annotations
 
