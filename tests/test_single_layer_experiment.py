@@ -246,7 +246,7 @@ def test_spatial_variance_of_sgd_against_w_star_and_m(tmp_path: Path) -> None:
                            "data_seed": [1, 2], **protocol})  # fmt: skip
     both = xr.concat([sgd, more], dim="cell", data_vars="all", join="outer")
     fig = EXP.figures["variance_vs_size"].plot(both)
-    assert [ax.get_ylabel()[:8] for ax in fig.axes] == ["temporal", "spatial ", "loss (tr"]
+    assert [ax.get_ylabel()[:8] for ax in fig.axes] == ["temporal", "spatial ", "loss $L$"]
     save(fig, [str(tmp_path / "a.png")], dpi=60)
 
 

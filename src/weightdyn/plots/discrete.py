@@ -20,7 +20,13 @@ import xarray as xr
 from matplotlib.axis import Axis
 from matplotlib.ticker import FuncFormatter
 
-from weightdyn.plots.common import require_one_value, require_variables, styled
+from weightdyn.plots.common import (
+    ErrorBars,
+    require_one_value,
+    require_variables,
+    se_text,
+    styled,
+)
 
 __all__ = ["fig_divergence_lr", "fig_spectra_at_max_stable_lr", "fig_trace_vs_lr"]
 
@@ -110,7 +116,8 @@ def fig_trace_vs_lr(ds: xr.Dataset) -> plt.Figure:
     """
     ds = _one_setting(_grid(ds, "discrete_trace"))
     N = int(ds["N"])
-    fig, ax = plt.subplots(figsize=(4.8, 3.6), layout="constrained")
+    fig, ax = plt.subplots(figsize=(4.8, 3.9), layout="constrained")
+    bars = ErrorBars(se_text(ds, 1))
     ax.axhline(1.0, color="k", lw=0.8, ls=":", label="Eq. 30")
     for S, P, color, marker, ls, sub in _families(ds):
         tr30 = sub["eig_M_lyapunov"].sum("mode")
@@ -123,14 +130,20 @@ def fig_trace_vs_lr(ds: xr.Dataset) -> plt.Figure:
         lr = sub["lr"].values
         drawn = np.isfinite(theory.values)  # lr values of other sweeps are NaN in the merged grid
         ax.plot(lr[drawn], theory.values[drawn], ls=ls, color=color, lw=1.0)
-        ax.errorbar(lr, ratio, yerr=err, marker=marker, color=color, label=_label(S, P, N), **SIM)
-        ax.axvline(float(sub["lr_max_second_moment"].mean()), color=color, ls=":", lw=0.7)
+        bars.errorbar(ax, lr, ratio, err, marker=marker, color=color, mfc="white", mew=1.0,
+                      label=_label(S, P, N), **SIM)  # fmt: skip
+        limit = float(sub["lr_max_second_moment"].mean())
+        ax.axvline(limit, color=color, ls=":", lw=0.7)
+        # the family's marker on top of its limit tells the dotted verticals apart
+        ax.plot(limit, 1.0, marker, color=color, ms=3.5, mfc="white", clip_on=False,
+                transform=ax.get_xaxis_transform())  # fmt: skip
     ax.set_xscale("log")
     _plain_log_ticks(ax.xaxis)
     ax.set_xlabel(r"learning rate $\lambda$")
     ax.set_ylabel(r"tr$M$ / tr$M_{\mathrm{Eq.\,30}}$")
-    ax.set_title(_title(ds) + "\nlines: exact recursion; dotted: its divergence", fontsize=8)
     ax.legend(frameon=False)
+    head = _title(ds) + "\nlines: exact recursion; dotted verticals (marker on top): its divergence"
+    bars.annotate(fig, lambda note: ax.set_title(f"{head}\n{note}", fontsize=8), sep="\n")
     return fig
 
 
@@ -161,6 +174,7 @@ def fig_spectra_at_max_stable_lr(ds: xr.Dataset) -> plt.Figure:
         squeeze=False,
         sharex=True,
     )
+    bars = ErrorBars(se_text(ds.isel(data_seed=[0]), 1))
     for (S, P, color, marker, _, sub), ax in zip(_families(ds), axes.ravel(), strict=True):
         ax.set_title(_label(S, P, N), fontsize=8)
         lr = _largest_stable_lr(sub)
@@ -170,10 +184,11 @@ def fig_spectra_at_max_stable_lr(ds: xr.Dataset) -> plt.Figure:
         cell = sub.sel(lr=lr).isel(data_seed=0)
         norm = float(cell["M_isotropic"])
         k = cell["mode"].values + 1
-        ax.errorbar(
+        bars.errorbar(
+            ax,
             k,
             cell["eig_M_sgd"] / norm,
-            yerr=cell["eig_M_sgd_se"] / norm,
+            cell["eig_M_sgd_se"] / norm,
             marker=marker,
             color=color,
             label="SGD",
@@ -182,13 +197,16 @@ def fig_spectra_at_max_stable_lr(ds: xr.Dataset) -> plt.Figure:
         ax.plot(k, cell["eig_M_discrete"] / norm, "-", color="k", lw=1.0, label="exact")
         ax.plot(k, cell["eig_M_lyapunov"] / norm, "--", color="C3", lw=1.0, label="Eq. 30")
         ax.set_yscale("log")
+        _plain_log_ticks(ax.yaxis)
         ax.text(0.97, 0.92, f"$\\lambda = {lr:g}$", transform=ax.transAxes, ha="right")
     for ax in axes[-1]:
         ax.set_xlabel("mode $k$ (sorted)")
     for ax in axes[:, 0]:
         ax.set_ylabel(r"eig$_k(M)\,/\,(\lambda\sigma_\epsilon^2/2S)$")
     axes[0, 0].legend(frameon=False)
-    fig.suptitle(_title(ds), fontsize=9)
+    seed = int(ds["data_seed"].values[0])
+    head = f"{_title(ds)}; SGD of data seed {seed} at the largest stable $\\lambda$ of the sweep"
+    bars.annotate(fig, lambda note: fig.suptitle(f"{head}\n{note}", fontsize=9))
     return fig
 
 
@@ -225,7 +243,8 @@ def fig_divergence_lr(ds: xr.Dataset) -> plt.Figure:
             if np.isfinite(hi):
                 y0 = lo if np.isfinite(lo) else hi
                 ax.plot([pred, pred], [y0, hi], "-", color=color, lw=2.0)
-                ax.plot(pred, np.sqrt(y0 * hi), marker, color=color, ms=4, label=label)
+                ax.plot(pred, np.sqrt(y0 * hi), marker, color=color, ms=5, mfc="white",
+                        mew=1.1, label=label)  # fmt: skip
             else:
                 ax.plot(pred, lo, "^", color=color, ms=5, label=label)
             ax.plot(pred, gd, "x", color="0.5", ms=4)
@@ -240,6 +259,11 @@ def fig_divergence_lr(ds: xr.Dataset) -> plt.Figure:
     _plain_log_ticks(ax.xaxis, ax.yaxis)
     ax.set_xlabel(r"predicted $\lambda_{\max}$ (second moment)")
     ax.set_ylabel(r"observed divergence $\lambda$ (bracket of the sweep)")
-    ax.set_title(_title(ds), fontsize=8)
+    what = (
+        "bars: observed bracket, from the largest $\\lambda$ of the sweep at which SGD stayed "
+        "bounded\nto the smallest at which it diverged (marker at its geometric centre; "
+        "a filled\nupward triangle alone: no run of the sweep diverged, a lower bound)"
+    )
+    ax.set_title(f"{_title(ds)}\n{what}", fontsize=7.5)
     ax.legend(frameon=False, fontsize=7)
     return fig

@@ -16,9 +16,11 @@ import xarray as xr
 from matplotlib.ticker import NullFormatter
 
 from weightdyn.plots.common import (
+    ErrorBars,
     mean_over_seeds,
     require_one_value,
     require_variables,
+    se_text,
     styled,
 )
 
@@ -113,17 +115,18 @@ def variance_vs_size(ds: xr.Dataset) -> plt.Figure:
         3, 1, figsize=(4.4, 7.2), sharex=True, layout="constrained"
     )
     method = _method(sim)
+    bars = ErrorBars(se_text(sim, 1))
     err = np.hypot(mean["var_w_sgd_se"], spread["var_w_sgd"])
-    top.errorbar(
-        x, mean["var_w_sgd"], yerr=err, color="C0", mfc="white", label=f"{method}, temporal", **SIM
+    bars.errorbar(
+        top, x, mean["var_w_sgd"], err, color="C0", mfc="white", label=f"{method}, temporal", **SIM
     )
     top.plot(x, mean["var_w_theory"], "-.", color="C3", lw=1, label="Eq. 30, this data set")
     n_sets = _theory_band(top, cells, "var_w_theory", "-", "C3", "Eq. 30, data-set mean")
     top.plot(x, mean["M_isotropic"], ":", color="k", label=r"Eq. 34: $\lambda\sigma_\epsilon^2/2S$")
     top.set_ylabel(r"temporal $\langle\langle\delta w_i(t)^2\rangle_t\rangle_i$")
     err = np.hypot(mean["var_w_spatial_sgd_se"], spread["var_w_spatial_sgd"])
-    mid.errorbar(
-        x, mean["var_w_spatial_sgd"], yerr=err, color="C2", label=f"{method}, spatial", **SIM
+    bars.errorbar(
+        mid, x, mean["var_w_spatial_sgd"], err, color="C2", label=f"{method}, spatial", **SIM
     )
     mid.plot(
         x, mean["var_w_spatial_theory"], "-.", color="C2", lw=1, label="Eqs. 7, 30, this data set"
@@ -131,33 +134,23 @@ def variance_vs_size(ds: xr.Dataset) -> plt.Figure:
     _theory_band(mid, cells, "var_w_spatial_theory", "--", "C2", "Eqs. 7, 30, data-set mean")
     mid.set_yscale("log")
     mid.set_ylabel(r"spatial $\langle\delta w_i(t\to\infty)^2\rangle_i$")
-    _loss_panel(bottom, mean, spread, method)
+    _loss_panel(bottom, mean, spread, method, bars)
     for ax in (top, mid, bottom):
         ax.axvline(1.0, color="0.6", lw=0.8, zorder=0)
     top.legend(frameon=False, loc="center right", fontsize=6.5)
     mid.legend(frameon=False, loc="lower right", fontsize=6.5)
-    bottom.legend(frameon=False, loc="lower left", fontsize=6.5, ncols=2)
-    top.set_title(_error_note(sim, mean, spread, n_sets), fontsize=7.5)
+    # lower right: beyond N = P only the test loss (near 1) is drawn
+    bottom.legend(frameon=False, loc="lower right", fontsize=6.5)
+    fixed = _title(sim, ("P", "lr", "batch_size", "sigma_eps2"))
+    band = f"bands: $\\pm$1 s.d. over {n_sets} data sets"
+    put = lambda note: top.set_title(f"{fixed}\n{note}\n{band}", fontsize=7.5)  # noqa: E731
+    bars.annotate(fig, put, sep="\n")
     return fig
 
 
-def _error_note(sim: xr.Dataset, mean: xr.Dataset, spread: xr.Dataset, n_sets: int) -> str:
-    """Title of Fig. 4a: the fixed axes and what the error bars and bands are, with the largest
-    relative error bar (bars below about 2 % hide behind the markers)."""
-    largest = [
-        float(np.nanmax((np.hypot(mean[f"{k}_se"], spread[k]) / mean[k]).where(mean[k] > 0)))
-        for k in ("var_w_sgd", "var_w_spatial_sgd")
-    ]
-    return (
-        _title(sim, ("P", "lr", "batch_size", "sigma_eps2"))
-        + "\nbars: $\\pm$1 s.e. (jackknife over replica time blocks), at most "
-        + f"{100 * largest[0]:.2g} % (temporal), {100 * largest[1]:.2g} % (spatial)"
-        + "\nof the value: mostly hidden by the markers; bands: $\\pm$1 s.d. over "
-        + f"{n_sets} data sets"
-    )
-
-
-def _loss_panel(ax: plt.Axes, mean: xr.Dataset, spread: xr.Dataset, method: str) -> None:
+def _loss_panel(
+    ax: plt.Axes, mean: xr.Dataset, spread: xr.Dataset, method: str, bars: ErrorBars
+) -> None:
     """Train and test loss of the simulation (+-1 s.e.) against Eqs. 9, 30 (log y)."""
     x = mean["n_over_p"].values
     for key, color, name in (("train_loss", "C0", "train"), ("test_loss", "C1", "test")):
@@ -165,10 +158,10 @@ def _loss_panel(ax: plt.Axes, mean: xr.Dataset, spread: xr.Dataset, method: str)
         sim = mean[key].where(mean[key] > ROUNDOFF_LOSS)
         theo = mean[f"{key}_theory"].where(mean[f"{key}_theory"] > ROUNDOFF_LOSS)
         err = np.hypot(mean[f"{key}_se"], spread[key])
-        ax.errorbar(x, sim, yerr=err, color=color, label=f"{name} ({method})", **SIM)
+        bars.errorbar(ax, x, sim, err, color=color, label=f"{name} ({method})", **SIM)
         ax.plot(x, theo, "--", color=color, lw=1, label=f"{name} (Eqs. 9, 30)")
     ax.set_yscale("log")
-    ax.set_ylabel("loss (train loss = 0 for $N \\geq P$)")
+    ax.set_ylabel("loss $L$ (train: 0 for $N \\geq P$)")
     ax.set_xlabel("$N/P$")
 
 
@@ -178,9 +171,10 @@ def spectra(ds: xr.Dataset) -> plt.Figure:
     sel = _checked(ds, ("P",), "spectra", simulated=True)
     sel = sel.assign_coords(p_over_n=("cell", (sel["P"] / sel["N"]).values))
     mean, spread = mean_over_seeds(sel, "p_over_n")
-    fig, ax = plt.subplots(figsize=(4.6, 4.3), layout="constrained")
+    fig, ax = plt.subplots(figsize=(4.6, 4.5), layout="constrained")
     ratios = mean["p_over_n"].values
     colors = plt.cm.viridis(np.linspace(0.0, 0.9, ratios.size))
+    band = ErrorBars(se_text(sel, 2), kind="band")
     for ratio, color in zip(ratios, colors, strict=True):
         m = mean.sel(p_over_n=ratio)
         s = spread.sel(p_over_n=ratio)
@@ -189,8 +183,8 @@ def spectra(ds: xr.Dataset) -> plt.Figure:
         idx = m["mode"].values[valid]
         sgd = m["eig_M_sgd"].values[valid] / norm
         err = np.hypot(m["eig_M_sgd_se"].values, s["eig_M_sgd"].values)[valid] / norm
-        ax.fill_between(idx, sgd - 2 * err, sgd + 2 * err, color=color, alpha=0.25, lw=0)
-        ax.plot(idx, sgd, "-", color=color, lw=1.4, label=f"$P/N = {ratio:.3g}$")
+        band.band(ax, idx, sgd, 2 * err, color=color, ms=2.8, mfc="none", mew=0.7,
+                  label=f"$P/N = {ratio:.3g}$")  # fmt: skip
         ax.plot(idx, m["eig_M_lyapunov"].values[valid] / norm, "--", color="k", lw=0.8)
         ax.plot(idx, m["eig_M_detailed_balance"].values[valid] / norm, ":", color=color, lw=1.2)
     ax.axhline(1.0, color="k", ls="-.", lw=1.0)
@@ -199,14 +193,15 @@ def spectra(ds: xr.Dataset) -> plt.Figure:
     ax.set_ylabel(r"eigenvalue of $M$ / $(\lambda\sigma_\epsilon^2/2S)$")
     handles, labels = ax.get_legend_handles_labels()
     styles = [
-        plt.Line2D([], [], color="0.3", lw=1.4, label=f"{_method(sel)} (band: $\\pm 2$ s.e.)"),
+        plt.Line2D([], [], color="0.3", marker="o", ms=2.8, mfc="none", lw=0, label=_method(sel)),
         plt.Line2D([], [], color="k", ls="--", lw=0.8, label="Eq. 30 (Lyapunov)"),
         plt.Line2D([], [], color="0.3", ls=":", lw=1.2, label="Eq. 33 (detailed balance)"),
         plt.Line2D([], [], color="k", ls="-.", lw=1.0, label="Eq. 34 (isotropic)"),
     ]
     fig.legend(handles=styles, loc="outside lower center", ncols=2, frameon=False)
-    ax.legend(handles, labels, loc="lower left", frameon=False, ncols=2)
-    ax.set_title(_title(sel, ("N", "lr", "batch_size", "sigma_eps2")), fontsize=9)
+    ax.legend(handles, labels, loc="lower left", frameon=False, ncols=2, markerscale=2)
+    fixed = _title(sel, ("N", "lr", "batch_size", "sigma_eps2"))
+    band.annotate(fig, lambda note: ax.set_title(f"{fixed}\n{note}", fontsize=8), sep="\n")
     return fig
 
 

@@ -18,7 +18,7 @@ import xarray as xr
 from matplotlib.colors import LogNorm
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from weightdyn.plots.common import styled
+from weightdyn.plots.common import JACKKNIFE, ErrorBars, styled
 from weightdyn.single_layer.noise import power_law_fit
 
 #: exponents of the paper's claim var(X^+X) ~ P^-1.8 N^-1 (text after Eq. 18)
@@ -84,23 +84,25 @@ def fig1a(ds: xr.Dataset) -> plt.Figure:
     ds = _sorted_by(_cells(ds, np.isfinite(ds["var_offdiag_mean"].values)), "P")
     Ns = np.unique(ds["N"].values)
     fit = power_law_fit(ds["P"].values, ds["N"].values, ds["var_offdiag_mean"].values)
-    fig, (left, right) = plt.subplots(1, 2, figsize=(7.4, 3.4), layout="constrained")
+    fig, (left, right) = plt.subplots(1, 2, figsize=(7.4, 3.9), layout="constrained")
     mid = _cells(ds, ds["N"].values == Ns[Ns.size // 2]).isel(cell=-1)
     anchor = float(mid["var_offdiag_mean"]) / (
         float(mid["P"]) ** PAPER_EXPONENTS[0] * float(mid["N"]) ** PAPER_EXPONENTS[1]
     )
+    sets = int(np.isfinite(ds["var_offdiag"].values).sum(axis=-1).max())
+    bars = ErrorBars(f"$\\pm$1 s.e. over {sets} Gaussian input sets")
     for N, color in zip(Ns, _colors(Ns.size), strict=True):
         cell = _cells(ds, ds["N"].values == N)
         P = cell["P"].values.astype(float)
         y, e, h = (
             cell[k].values for k in ("var_offdiag_mean", "var_offdiag_se", "var_offdiag_haar")
         )
-        left.errorbar(P, y, yerr=e, color=color, label=f"$N = {N:g}$", **SIM)
+        bars.errorbar(left, P, y, e, color=color, label=f"$N = {N:g}$", **SIM)
         left.plot(P, h, "-", color=color, lw=1)
         guide = anchor * P ** PAPER_EXPONENTS[0] * float(N) ** PAPER_EXPONENTS[1]
         left.plot(P, guide, ":", color=color, lw=1.2)
         scale = P**2 / N
-        right.errorbar(P / N, y * scale, yerr=e * scale, color=color, label=f"$N = {N:g}$", **SIM)
+        bars.errorbar(right, P / N, y * scale, e * scale, color=color, **SIM)
         right.plot(P / N, h * scale, "-", color=color, lw=1)
     _log_axes(left)
     left.xaxis.set_minor_formatter(NullFormatter())
@@ -112,26 +114,26 @@ def fig1a(ds: xr.Dataset) -> plt.Figure:
         fontsize=8.5,
     )
     styles = [
-        plt.Line2D(
-            [],
-            [],
-            color="0.3",
-            marker="o",
-            ms=3.5,
-            lw=0,
-            label="measured ($\\pm$1 s.e., mostly hidden by the markers)",
-        ),
+        plt.Line2D([], [], color="0.3", marker="o", ms=3.5, lw=0, label="measured"),
         plt.Line2D([], [], color="0.3", lw=1, label="exact (Haar): $N(P-N)/(P(P-1)(P+2))$"),
         plt.Line2D([], [], color="0.3", ls=":", lw=1.2, label="paper: $\\propto P^{-1.8}N^{-1}$"),
     ]
-    _style_legend(left, styles, loc="lower left", fontsize=7)
+    handles, labels = left.get_legend_handles_labels()
+    fig.legend(
+        handles + styles,
+        labels + [h.get_label() for h in styles],
+        loc="outside lower center",
+        ncols=3,
+        frameon=False,
+        fontsize=7.5,
+    )
     right.set_xscale("log")
     right.xaxis.set_minor_formatter(NullFormatter())
     right.axhline(1.0, color="k", lw=0.6, ls="--", zorder=0)
     right.set_xlabel("$P/N$")
     right.set_ylabel(r"$\mathrm{var}(\mathcal{P}_{\mu\nu})\,P^2/N$")
-    right.set_title("scaled: exact $\\to 1 - N/P$", fontsize=8.5)
-    _style_legend(right, styles[:2], loc="lower right", fontsize=7)
+    right.set_title("scaled: exact $\\to 1 - N/P$ (dashed: 1)", fontsize=8.5)
+    bars.annotate(fig, lambda note: fig.suptitle(note, fontsize=8.5))
     return fig
 
 
@@ -145,7 +147,7 @@ def fig1b(ds: xr.Dataset) -> plt.Figure:
     """
     _single(ds, ("N", "sigma_eps2", "data_seed"), "fig1b")
     ds = _sorted_by(_cells(ds, np.isfinite(ds["PK_sorted"].values).any(axis=1)), "P")
-    fig, ax = plt.subplots(figsize=(4.4, 3.6), layout="constrained")
+    fig, ax = plt.subplots(figsize=(5.6, 3.6), layout="constrained")
     noise_label = r"$(\epsilon^\mu)^2$, $\epsilon \sim \mathcal{N}(0, \sigma_\epsilon^2)$"
     for i, color in enumerate(_colors(ds.sizes["cell"])):
         cell = ds.isel(cell=i)
@@ -162,8 +164,10 @@ def fig1b(ds: xr.Dataset) -> plt.Figure:
         title += f", $N = {_value(ds, 'N'):g}$"
     if _value(ds, "sigma_eps2") is not None:
         title += f", $\\sigma_\\epsilon^2 = {_value(ds, 'sigma_eps2'):g}$"
+    if _value(ds, "data_seed") is not None:
+        title += f"\none data set (seed {_value(ds, 'data_seed')}): no error bars"
     ax.set_title(title, fontsize=9)
-    ax.legend(frameon=False, loc="lower left")
+    ax.legend(frameon=False, loc="upper left", bbox_to_anchor=(1.02, 1.0))
     return fig
 
 
@@ -186,8 +190,9 @@ def _spectrum_cells(ds: xr.Dataset, figure: str) -> xr.Dataset:
     return _sorted_by(_cells(ds, ds["interpolating"].values == 0), "P")
 
 
-def _fig2a_panel(ax: plt.Axes, ds: xr.Dataset) -> None:
-    """Empirical spectra (band +-2 s.e.) and Eq. 17 of one sampling mode, one curve per P."""
+def _fig2a_panel(ax: plt.Axes, ds: xr.Dataset, band: ErrorBars) -> None:
+    """Empirical spectra (markers, band +-2 s.e.) and Eq. 17 of one sampling mode, one colour
+    per P."""
     for i, color in enumerate(_colors(ds.sizes["cell"], start=0.25)):
         cell = ds.isel(cell=i)
         norm = float(cell["C_norm"])
@@ -197,18 +202,17 @@ def _fig2a_panel(ax: plt.Axes, ds: xr.Dataset) -> None:
         ok = _valid(th) & np.isfinite(emp)
         mode = cell["mode"].values[ok]
         ratio = float(cell["P"]) / float(cell["N"])
-        ax.fill_between(
-            mode, emp[ok] - 2 * se[ok], emp[ok] + 2 * se[ok], color=color, alpha=0.3, lw=0
-        )
-        ax.plot(mode, emp[ok], "-", color=color, lw=1.5, label=f"$P/N = {ratio:.3g}$")
+        band.band(ax, mode, emp[ok], 2 * se[ok], color=color, ms=2.2, mfc="none", mew=0.6,
+                  label=f"$P/N = {ratio:.3g}$")  # fmt: skip
         ax.plot(mode, th[ok], "--", color="k", lw=0.8)
     ax.set_yscale("log")
     ax.set_xlabel("mode index $i$ (sorted)")
     styles = [
-        plt.Line2D([], [], color="0.3", lw=1.5, label="mini-batches at $w^*$ (band: $\\pm$2 s.e.)"),
+        plt.Line2D([], [], color="0.3", marker="o", ms=2.2, mfc="none", lw=0,
+                   label="mini-batches at $w^*$"),
         plt.Line2D([], [], color="k", ls="--", lw=0.8, label="Eq. 17"),
-    ]
-    _style_legend(ax, styles, loc="lower left")
+    ]  # fmt: skip
+    _style_legend(ax, styles, loc="lower left", markerscale=2)
     ax.set_title(_title(ds), fontsize=9)
 
 
@@ -230,9 +234,11 @@ def fig2a(ds: xr.Dataset) -> plt.Figure:
         1, len(samplings), figsize=(4.4 * len(samplings), 3.8), layout="constrained",
         squeeze=False, sharey=True,
     )  # fmt: skip
+    band = ErrorBars("$\\pm$2 s.e. (jackknife over blocks of mini-batches)", kind="band")
     for ax, sampling in zip(axes[0], samplings, strict=True):
-        _fig2a_panel(ax, _cells(ds, ds["sampling"].values == sampling))
+        _fig2a_panel(ax, _cells(ds, ds["sampling"].values == sampling), band)
     axes[0, 0].set_ylabel(r"eigenvalue of $C$ / $(\sigma_x^2\sigma_\epsilon^2/S)$")
+    band.annotate(fig, lambda note: fig.suptitle(note, fontsize=8.5))
     return fig
 
 
@@ -321,7 +327,7 @@ def fig2b(
         loc="outside lower center",
         ncols=3,
     )
-    ax.set_title(_title(ds), fontsize=9)
+    ax.set_title(_title(ds) + "; theory only: no error bars", fontsize=9)
     _fig2b_extremes(side, ds)
     return fig
 
@@ -361,9 +367,28 @@ def fig2c(summary: xr.Dataset | Sequence[xr.Dataset]) -> plt.Figure:
             f"$N/P = {N / float(group['P']):.2g}$ ($P = {float(group['P']):g}$)", fontsize=9
         )
     axes[0, 0].set_ylabel("Hessian mode $i$")
+    fig.suptitle(_fig2c_note(ds), fontsize=8)
     cbar = fig.colorbar(img, ax=axes[0].tolist(), shrink=0.9)
     cbar.set_label(r"$\langle|V^T C V|\rangle_{x,\epsilon}$ / max")
     return fig
+
+
+def _fig2c_note(ds: xr.Dataset) -> str:
+    """What the colours of Fig. 2c average over, and how large their s.e. (not drawn) is."""
+    n = np.unique(ds["n_realisations"].values) if "n_realisations" in ds else np.array([])
+    over = f"{int(n[0])} data sets" if n.size == 1 else "data sets"
+    text = f"mean of $|V^T C V|$ over {over} (modes by ascending Hessian eigenvalue)"
+    if "C_tilde_se" not in ds:
+        return text
+    rel = (ds["C_tilde_se"] / ds["C_tilde"]).values
+    diag = np.diagonal(rel, axis1=-2, axis2=-1)
+    off = rel[..., ~np.eye(rel.shape[-1], dtype=bool)]
+    if not (np.isfinite(diag).any() and np.isfinite(off).any()):
+        return text
+    return (
+        text + f"\ns.e. (not drawn): at most {100 * np.nanmax(diag):.2g} % of the value on the "
+        f"diagonal, median {100 * np.nanmedian(off):.2g} % off it"
+    )
 
 
 def _sgd_noise_cells(ds: xr.Dataset) -> xr.Dataset:
@@ -375,8 +400,13 @@ def _sgd_noise_cells(ds: xr.Dataset) -> xr.Dataset:
     return _sorted_by(_cells(ds, ok), "P")
 
 
-def _spectrum_panel(ax: plt.Axes, ds: xr.Dataset, colors: dict) -> None:
-    """Eigenvalues at SGD states (band +-2 s.e.), Eq. 17 (dashed) and Eq. 15 averaged (dotted)."""
+#: measured eigenvalues of Fig. 2a from SGD: open markers on a thin solid line, in their band
+MEASURED = {"ms": 2.2, "mfc": "none", "mew": 0.6, "line": 0.5}
+
+
+def _spectrum_panel(ax: plt.Axes, ds: xr.Dataset, colors: dict, band: ErrorBars) -> None:
+    """Eigenvalues at SGD states (markers, band +-2 s.e.), Eq. 17 (dashed) and Eq. 15 averaged
+    (dotted)."""
     for cell in (ds.isel(cell=i) for i in range(ds.sizes["cell"])):
         color = colors[int(cell["P"])]
         norm = float(cell["C_norm"])
@@ -386,15 +416,9 @@ def _spectrum_panel(ax: plt.Axes, ds: xr.Dataset, colors: dict) -> None:
         )
         ok = _valid(c17) & np.isfinite(emp)
         mode = cell["mode"].values[ok]
-        ax.fill_between(mode, (emp - 2 * se)[ok], (emp + 2 * se)[ok], color=color, alpha=0.3, lw=0)
-        ax.plot(
-            mode,
-            emp[ok],
-            "-",
-            color=color,
-            lw=1.4,
-            label=f"$P/N = {float(cell['P']) / float(cell['N']):.3g}$",
-        )
+        ratio = float(cell["P"]) / float(cell["N"])
+        band.band(ax, mode, emp[ok], 2 * se[ok], color=color, label=f"$P/N = {ratio:.3g}$",
+                  **MEASURED)  # fmt: skip
         ax.plot(mode, c17[ok], "--", color="k", lw=0.9)
         ax.plot(mode, c15[ok], ":", color="C3", lw=1.1)
     ax.set_yscale("log")
@@ -402,30 +426,31 @@ def _spectrum_panel(ax: plt.Axes, ds: xr.Dataset, colors: dict) -> None:
     ax.set_title(f"{_value(ds, 'sampling')} replacement", fontsize=9)
 
 
-def _deviation_panel(ax: plt.Axes, ds: xr.Dataset, colors: dict) -> None:
-    """Measured / Eq. 17 - 1 per mode (band +-2 s.e.) and Eq. 15 averaged / Eq. 17 - 1 (dotted),
-    with replacement."""
+def _deviation_panel(ax: plt.Axes, ds: xr.Dataset, colors: dict, band: ErrorBars) -> None:
+    """Measured / Eq. 17 - 1 per mode (markers, band +-2 s.e.) and Eq. 15 averaged / Eq. 17 - 1
+    (dotted), over the Lyapunov M and over the exact SGD M (dash-dotted)."""
     for cell in (ds.isel(cell=i) for i in range(ds.sizes["cell"])):
         color = colors[int(cell["P"])]
         c17 = cell["eig_C_theory"].values
         ok = _valid(c17) & np.isfinite(cell["eig_C_sgd"].values)
         mode = cell["mode"].values[ok]
         dev = (cell["eig_C_sgd"].values / c17 - 1.0)[ok]
-        band = 2 * (cell["eig_C_sgd_se"].values / c17)[ok]
-        ax.fill_between(mode, dev - band, dev + band, color=color, alpha=0.3, lw=0)
-        ax.plot(mode, dev, "-", color=color, lw=1.0)
+        err = 2 * (cell["eig_C_sgd_se"].values / c17)[ok]
+        band.band(ax, mode, dev, err, color=color, **MEASURED)
         ax.plot(mode, (cell["eig_C_averaged"].values / c17 - 1.0)[ok], ":", color="C3", lw=1.1)
         exact = cell["eig_C_averaged_exact"].values / c17 - 1.0
         ax.plot(mode, exact[ok], "-.", color="C1", lw=1.0)
     ax.axhline(0.0, color="k", ls="--", lw=0.9)
     ax.set_xlabel("mode index $i$ (sorted)")
-    ax.set_ylabel("eigenvalue / Eq. 17 $-$ 1")
+    ax.set_ylabel(r"eig$_i(C)$ / eig$_i(C_{\mathrm{Eq.\,17}})$ $-$ 1")
     ax.set_title(f"{_value(ds, 'sampling')} replacement: deviation from Eq. 17", fontsize=9)
 
 
-def _prefactor_panel(ax: plt.Axes, with_: xr.Dataset, without: xr.Dataset, colors: dict) -> None:
-    """Eigenvalues without / with replacement per mode (band +-2 s.e., independent runs)
-    against the App. C factor (P - S)/(P - 1) (dashed)."""
+def _prefactor_panel(
+    ax: plt.Axes, with_: xr.Dataset, without: xr.Dataset, colors: dict, band: ErrorBars
+) -> None:
+    """Eigenvalues without / with replacement per mode (markers, band +-2 s.e., independent
+    runs) against the App. C factor (P - S)/(P - 1) (dashed)."""
     for P in with_["P"].values:
         color = colors[int(P)]
         a = _cells(with_, with_["P"].values == P).isel(cell=0)
@@ -440,14 +465,11 @@ def _prefactor_panel(ax: plt.Axes, with_: xr.Dataset, without: xr.Dataset, color
         )
         ok = np.isfinite(ratio) & _valid(a["eig_C_theory"].values)
         mode = a["mode"].values[ok]
-        ax.fill_between(
-            mode, (ratio - 2 * se)[ok], (ratio + 2 * se)[ok], color=color, alpha=0.3, lw=0
-        )
-        ax.plot(mode, ratio[ok], "-", color=color, lw=1.0)
+        band.band(ax, mode, ratio[ok], 2 * se[ok], color=color, **MEASURED)
         S = float(a["noise_prefactor"]) ** -1
         ax.axhline((P - S) / (P - 1), color=color, ls="--", lw=1.1)
     ax.set_xlabel("mode index $i$ (sorted)")
-    ax.set_ylabel("eigenvalue without / with replacement")
+    ax.set_ylabel(r"eig$_i(C)$ without / with replacement")
     ax.set_title("App. C: ratio vs $(P-S)/(P-1)$ (dashed)", fontsize=9)
 
 
@@ -471,15 +493,17 @@ def fig2a_sgd(ds: xr.Dataset) -> plt.Figure:
     fig, axes = plt.subplots(
         2, len(samplings), figsize=(4.3 * len(samplings), 7.2), layout="constrained", squeeze=False
     )
+    spectra = ErrorBars(f"$\\pm$2 s.e. ({JACKKNIFE})", kind="band")
+    below = ErrorBars(f"$\\pm$2 s.e. ({JACKKNIFE})", kind="band")
     for ax, s in zip(axes[0], samplings, strict=True):
-        _spectrum_panel(ax, parts[s], colors)
+        _spectrum_panel(ax, parts[s], colors, spectra)
     axes[0, 0].set_ylabel(r"eigenvalue of $C$ / $(\sigma_x^2\sigma_\epsilon^2/S)$")
-    _deviation_panel(axes[1, 0], parts[samplings[0]], colors)
+    _deviation_panel(axes[1, 0], parts[samplings[0]], colors, below)
     if len(samplings) == 2:
-        _prefactor_panel(axes[1, 1], parts["with"], parts["without"], colors)
+        _prefactor_panel(axes[1, 1], parts["with"], parts["without"], colors, below)
     handles, labels = axes[0, 0].get_legend_handles_labels()
     styles = [
-        plt.Line2D([], [], color="0.3", lw=1.4, label="SGD states (band: $\\pm$2 s.e.)"),
+        plt.Line2D([], [], color="0.3", marker="o", ms=2.2, mfc="none", lw=0.5, label="SGD states"),
         plt.Line2D([], [], color="k", ls="--", lw=0.9, label="Eq. 17 at $w^*$"),
         plt.Line2D([], [], color="C3", ls=":", lw=1.1, label="Eq. 15 averaged over $M$ (Eq. 30)"),
         plt.Line2D([], [], color="C1", ls="-.", lw=1.0, label="Eq. 15 over exact SGD $M$ (below)"),
@@ -490,6 +514,15 @@ def fig2a_sgd(ds: xr.Dataset) -> plt.Figure:
         loc="outside lower center",
         ncols=len(samplings) + 1,
         frameon=False,
+        markerscale=2,
     )
-    fig.suptitle(f"{_title(ds)}, $\\lambda = {_value(ds, 'lr'):g}$", fontsize=9)
+    fixed = ", ".join(
+        f"${sym} = {_value(ds, key):g}$"
+        for key, sym in (("N", "N"), ("batch_size", "S"), ("lr", "\\lambda"))
+        if _value(ds, key) is not None
+    )
+    sep = ", " if len(samplings) == 2 else "\n"  # one column: a narrow figure
+    for _ in range(2):  # measured again with the notes in place (ErrorBars.annotate)
+        top, bottom = spectra.note(fig, sep=sep), below.note(fig, relative=False, sep=sep)
+        fig.suptitle(f"{fixed}\ntop: {top}\nbottom: {bottom}", fontsize=8.5)
     return fig

@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import xarray as xr
 
-from weightdyn.plots.common import styled
+from weightdyn.plots.common import JACKKNIFE, ErrorBars, styled
 from weightdyn.plots.relaxation import cell_title, cell_value, split_cells
 from weightdyn.single_layer.perturbation import TABLE1_PAPER
 
@@ -27,38 +27,41 @@ def _correlated(cell: xr.Dataset) -> bool:
     return "delta_L_over_theta2_mean" in cell and "realisation" in cell.dims
 
 
-def _grid(n_panels: int, width: float, height: float) -> tuple[plt.Figure, list[plt.Axes]]:
-    """Up to three panels per row; the unused axes of the last row are hidden."""
-    ncols = min(n_panels, 3)
-    nrows = math.ceil(n_panels / ncols)
-    fig, axes = plt.subplots(
-        nrows, ncols, figsize=(width * ncols, height * nrows), layout="constrained", squeeze=False
-    )
-    flat = list(axes.ravel())
-    for ax in flat[n_panels:]:
-        ax.set_visible(False)
-    return fig, flat[:n_panels]
+def _panels(n_cells: int, extra: bool) -> tuple[plt.Figure, list[tuple[plt.Axes, plt.Axes]], list]:
+    """One subfigure per cell (main panel and a side panel for the covariance spectrum), two
+    per row, and with ``extra`` one more subfigure with a single axes (returned last, else
+    None); unused subfigures of the last row stay empty."""
+    n = n_cells + extra
+    ncols = min(n, 2)
+    nrows = math.ceil(n / ncols)
+    fig = plt.figure(figsize=(7.4 * ncols, 4.1 * nrows + 0.4), layout="constrained")
+    subs = list(fig.subfigures(nrows, ncols, squeeze=False).ravel())
+    cells = []
+    for sub in subs[:n_cells]:
+        main, side = sub.subplots(1, 2, width_ratios=[1.0, 0.42])
+        cells.append((main, side))
+    last = subs[n_cells].subplots() if extra else None
+    return fig, cells, [last]
 
 
-def _eigen_inset(ax: plt.Axes, ds: xr.Dataset, mean: str, se: str, bounds) -> plt.Axes:
-    """Inset: covariance eigenvalues vs mode index, normalised by Eq. 34 if available."""
-    inset = ax.inset_axes(bounds)
+def _spectrum_side(ax: plt.Axes, ds: xr.Dataset, mean: str, se: str, bars: ErrorBars) -> None:
+    """Side panel: covariance eigenvalues (+-1 s.e.) vs mode index, normalised by Eq. 34 if
+    available, against Eq. 30 (line)."""
     norm = float(ds["M_isotropic"]) if "M_isotropic" in ds else 1.0
     i = ds["mode"].values
-    inset.errorbar(
-        i, ds[mean] / norm, yerr=ds[se] / norm, fmt="o", ms=1.5, color="C0", elinewidth=0.6, lw=0
-    )
+    bars.errorbar(ax, i, ds[mean] / norm, ds[se] / norm, fmt="o", ms=2.2, color="C0",
+                  mfc="none", mew=0.6, elinewidth=0.6, label="SGD")  # fmt: skip
     theory = mean.replace("eig_M_sgd", "eig_M_theory")  # eig_M_theory or eig_M_theory_mean
     if theory in ds and np.isfinite(ds[theory]).all():
-        inset.plot(i, ds[theory] / norm, "-", color="k", lw=0.8)
+        ax.plot(i, ds[theory] / norm, "-", color="k", lw=0.9, label="Eq. 30")
     if "M_isotropic" in ds:
-        inset.axhline(1.0, color="k", ls="-.", lw=0.6)
-        inset.set_ylabel(r"eig$(M)\,/\,(\lambda\sigma_\epsilon^2/2S)$", fontsize=6.5)
+        ax.axhline(1.0, color="k", ls="-.", lw=0.7, label="Eq. 34")
+        ax.set_ylabel(r"eig$_i(M)\,/\,(\lambda\sigma_\epsilon^2/2S)$")
     else:
-        inset.set_ylabel(r"eig$(M)$", fontsize=7)
-    inset.set_xlabel("$i$", fontsize=7, labelpad=1)
-    inset.tick_params(labelsize=6.5)
-    return inset
+        ax.set_ylabel(r"eig$_i(M)$")
+    ax.set_xlabel("mode index $i$")
+    ax.set_title("covariance spectrum", fontsize=8)
+    ax.legend(frameon=False, fontsize=7, loc="upper right", markerscale=1.6)
 
 
 def _fig5a_panel(
@@ -78,11 +81,9 @@ def _fig5a_panel(
             theta,
             ds["delta_L_over_theta2"].sel(mode=i),
             markers[j % len(markers)],
-            ms=4,
+            ms=4.5,
             mfc="none",
             color=color,
-            ls="-",
-            lw=0.6,
             label=f"$i = {i}$",
         )
         ax.plot(theta, ds["delta_L_over_theta2_exact"].sel(mode=i), ":", color=color, lw=1.0)
@@ -95,31 +96,21 @@ def _fig5a_panel(
     ax.set_ylim(iid * (1 - ylim_rel), iid * (1 + ylim_rel))
     ax.set_xlabel(r"perturbation amplitude $\theta$")
     ax.set_ylabel(r"$\delta L(\theta\mathbf{v}_i)\,/\,\theta^2$")
-    ax.legend(frameon=False, loc="lower left", ncols=2)
+    ax.legend(frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=4, fontsize=7)
     vals = ds["delta_L_over_theta2"].isel(theta=-1)
     spread = float(vals.std() / vals.mean())
     title = cell_title(ds, _TITLE_KEYS) + rf"; spread over all {n} modes: {100 * spread:.1f}%"
     ax.set_title(title, fontsize=9)
-    _eigen_inset(ax, ds, "eig_M_sgd", "eig_M_sgd_se", (0.62, 0.66, 0.35, 0.3))
 
 
 def _fig5a_comparison(ax: plt.Axes, cells: Sequence[xr.Dataset]) -> None:
-    """delta L / theta^2 at the largest theta over sigma_x^2 / 2 vs i / N, one curve per cell."""
+    """delta L / theta^2 at the largest theta over sigma_x^2 / 2 vs i / N, one colour per cell."""
     for j, cell in enumerate(cells):
         vals = cell["delta_L_over_theta2"].isel(theta=-1) / cell["delta_L_over_theta2_iid"]
         n = cell.sizes["mode"]
         P, N = cell_value(cell, "P"), cell_value(cell, "N")
         label = f"$P/N = {P / N:g}$" if P is not None and N is not None else f"cell {j}"
-        ax.plot(
-            cell["mode"].values / n,
-            vals,
-            "o-",
-            ms=2.5,
-            lw=0.7,
-            mfc="none",
-            color=f"C{j}",
-            label=label,
-        )
+        ax.plot(cell["mode"].values / n, vals, "o", ms=3, mfc="none", color=f"C{j}", label=label)
     ax.axhline(1.0, color="k", lw=1.2, label=r"$\sigma_x^2/2$ (Eq. 35, $H = \sigma_x^2 1$)")
     theta = float(cells[0]["theta"].values[-1])
     ax.set_xlabel(r"mode index $i / N$ (covariance eigenvalue descending)")
@@ -127,7 +118,7 @@ def _fig5a_comparison(ax: plt.Axes, cells: Sequence[xr.Dataset]) -> None:
         rf"$\delta L(\theta\mathbf{{v}}_i)\,/\,(\theta^2\sigma_x^2/2)$, $\theta = {theta:g}$"
     )
     ax.set_title("all cells: flatness of the loss perturbation", fontsize=9)
-    ax.legend(frameon=False, loc="best")
+    ax.legend(frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=3, fontsize=7)
 
 
 @styled
@@ -139,29 +130,43 @@ def fig5a(
     One panel per cell of :func:`weightdyn.single_layer.perturbation.perturbation_dataset`
     (coordinates ``mode``, ``theta``; variables ``delta_L_over_theta2`` and
     ``delta_L_over_theta2_exact`` (mode, theta), ``eig_M_sgd``, ``eig_M_sgd_se``, optional
-    ``eig_M_theory`` (mode), the scalars ``delta_L_over_theta2_iid`` and ``M_isotropic``).
-    Symbols: SGD eigenvectors through Eq. 3; dotted: exact v^T H v / 2 (Eq. 35); black line:
-    sigma_x^2 / 2. Default ``modes``: five spread over the spectrum. The y range is
-    sigma_x^2/2 (1 +- ``ylim_rel``), by default wide enough for the drawn points (at least 25%).
-    With several cells a last panel compares them at the largest theta, one curve per P/N.
+    ``eig_M_theory`` (mode), the scalars ``delta_L_over_theta2_iid`` and ``M_isotropic``),
+    with the covariance spectrum beside it (+-1 s.e.). Symbols: SGD eigenvectors through Eq. 3;
+    dotted: exact v^T H v / 2 (Eq. 35); black line: sigma_x^2 / 2. Default ``modes``: five
+    spread over the spectrum. The y range is sigma_x^2/2 (1 +- ``ylim_rel``), by default wide
+    enough for the drawn points (at least 25%). With several cells a last panel compares them
+    at the largest theta, one colour per P/N.
     """
     cells = split_cells(ds)
     if any(_correlated(c) for c in cells):
         raise ValueError("fig5a draws i.i.d.-input cells; these are correlated-input cells (fig5b)")
-    n_panels = len(cells) + (len(cells) > 1)
-    fig, axes = _grid(n_panels, 5.2, 3.8)
-    for ax, cell in zip(axes, cells, strict=False):
-        _fig5a_panel(ax, cell, modes, ylim_rel)
-    if len(cells) > 1:
-        _fig5a_comparison(axes[-1], cells)
+    fig, panels, (last,) = _panels(len(cells), extra=len(cells) > 1)
+    bars = ErrorBars(f"$\\pm$1 s.e. ({JACKKNIFE})")
+    for (main, side), cell in zip(panels, cells, strict=True):
+        _fig5a_panel(main, cell, modes, ylim_rel)
+        _spectrum_side(side, cell, "eig_M_sgd", "eig_M_sgd_se", bars)
+    if last is not None:
+        _fig5a_comparison(last, cells)
+    head = (
+        r"symbols: $\delta L$ along the eigenvectors $\mathbf{v}_i$ of the SGD covariance, "
+        r"exact for each $\mathbf{v}_i$ (no error bars)"
+    )
+    bars.annotate(fig, lambda note: fig.suptitle(f"{head}\nspectra: {note}", fontsize=8.5))
     return fig
 
 
-def _fig5b_panel(ax: plt.Axes, ds: xr.Dataset, theta: float | None, realisation: int | None):
+def _fig5b_panel(
+    ax: plt.Axes,
+    ds: xr.Dataset,
+    theta: float | None,
+    realisation: int | None,
+    bars: ErrorBars,
+) -> None:
     """One cell of Fig. 5b (see :func:`fig5b`)."""
     th = float(ds["theta"].values[-1]) if theta is None else float(theta)
     sel = ds.sel(theta=th)
     i = ds["mode"].values
+    n = ds.sizes["realisation"]
     if realisation is not None:
         ax.plot(
             i,
@@ -171,16 +176,17 @@ def _fig5b_panel(ax: plt.Axes, ds: xr.Dataset, theta: float | None, realisation:
             lw=0.8,
             label="one data set",
         )
-    ax.errorbar(
+    bars.errorbar(
+        ax,
         i,
         sel["delta_L_over_theta2_mean"],
-        yerr=sel["delta_L_over_theta2_mean_se"],
+        sel["delta_L_over_theta2_mean_se"],
         fmt="o",
         ms=3,
         color="C3",
         capsize=1.5,
         elinewidth=0.8,
-        label=f"SGD, mean $\\pm$1 s.e. over {ds.sizes['realisation']} data sets",
+        label=f"SGD, mean over {n} data sets",
     )
     lyap = "delta_L_over_theta2_lyapunov_mean"
     if lyap in ds and np.isfinite(ds[lyap]).all():
@@ -192,7 +198,7 @@ def _fig5b_panel(ax: plt.Axes, ds: xr.Dataset, theta: float | None, realisation:
             "-",
             color="C0",
             lw=1.2,
-            label=r"Eq. 35 along eigenvectors of $M$ (Eq. 30), $\pm$1 s.e.",
+            label=r"Eq. 35 along eigenvectors of $M$ (Eq. 30), band $\pm$1 s.e.",
         )
     ax.axhline(
         float(ds["delta_L_over_theta2_iid"]),
@@ -203,12 +209,16 @@ def _fig5b_panel(ax: plt.Axes, ds: xr.Dataset, theta: float | None, realisation:
     )
     ax.set_xlabel("mode index $i$ (covariance eigenvalue descending)")
     ax.set_ylabel(rf"$\delta L(\theta\mathbf{{v}}_i)\,/\,\theta^2$ at $\theta = {th:g}$")
-    ax.set_ylim(0.0, 1.45 * float(np.nanmax(sel["delta_L_over_theta2"])))
+    drawn = [sel["delta_L_over_theta2_mean"] + sel["delta_L_over_theta2_mean_se"]]
+    if realisation is not None:
+        drawn.append(sel["delta_L_over_theta2"].isel(realisation=realisation))
+    if lyap in ds and np.isfinite(ds[lyap]).all():
+        drawn.append(ds[lyap] + ds[f"{lyap}_se"])
+    ax.set_ylim(0.0, 1.1 * max(float(np.nanmax(d)) for d in drawn))
     title = cell_title(ds, _TITLE_KEYS)
     kind, corr = cell_value(ds, "input_covariance"), cell_value(ds, "correlation")
     inputs = ds.attrs.get("input_cov") or (kind if corr is None else f"{kind} ({corr:g})")
     ax.set_title(f"{title}, inputs: {inputs}" if inputs else title, fontsize=9)
-    _eigen_inset(ax, ds, "eig_M_sgd_mean", "eig_M_sgd_mean_se", (0.66, 0.68, 0.32, 0.28))
 
 
 @styled
@@ -220,19 +230,23 @@ def fig5b(ds: xr.Dataset, theta: float | None = None, realisation: int | None = 
     and ``_mean_se`` (mode, theta), ``delta_L_over_theta2`` (realisation, mode, theta),
     ``eig_M_sgd_mean`` and ``_mean_se`` (mode), the scalar ``delta_L_over_theta2_iid``;
     optional ``M_isotropic``, ``eig_M_theory_mean`` and ``delta_L_over_theta2_lyapunov_mean``
-    (+ ``_mean_se``: solid line with band)). ``theta`` defaults to the largest value
-    (delta L / theta^2 does not depend on it, Eq. 35). Symbols with error bars: mean +- 1 s.e.
-    over data sets; thin line: the single data set ``realisation`` (None: not drawn); dashed:
-    the i.i.d. prediction sigma_x^2 / 2.
+    (+ ``_mean_se``: solid line with band)), with the covariance spectrum beside it.
+    ``theta`` defaults to the largest value (delta L / theta^2 does not depend on it, Eq. 35).
+    Symbols with error bars: mean +- 1 s.e. over data sets; thin line: the single data set
+    ``realisation`` (None: not drawn); dashed: the i.i.d. prediction sigma_x^2 / 2.
     """
     cells = split_cells(ds)
     if not all(_correlated(c) for c in cells):
         raise ValueError("fig5b draws correlated-input cells; these are i.i.d.-input cells (fig5a)")
-    fig, axes = _grid(len(cells), 5.2, 3.8)
-    for ax, cell in zip(axes, cells, strict=True):
-        _fig5b_panel(ax, cell, theta, realisation)
-    handles, labels = axes[0].get_legend_handles_labels()
+    fig, panels, _ = _panels(len(cells), extra=False)
+    n = sorted({c.sizes["realisation"] for c in cells})
+    bars = ErrorBars(f"$\\pm$1 s.e. over {', '.join(map(str, n))} data sets")
+    for (main, side), cell in zip(panels, cells, strict=True):
+        _fig5b_panel(main, cell, theta, realisation, bars)
+        _spectrum_side(side, cell, "eig_M_sgd_mean", "eig_M_sgd_mean_se", bars)
+    handles, labels = panels[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, frameon=False, loc="outside lower center", ncols=2)
+    bars.annotate(fig, lambda note: fig.suptitle(note, fontsize=8.5))
     return fig
 
 

@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import xarray as xr
 
-from weightdyn.plots.common import styled
+from weightdyn.plots.common import ErrorBars, styled
 
 __all__ = ["cell_title", "cell_value", "fig3", "split_cells"]
 
@@ -63,19 +63,37 @@ def cell_title(ds: xr.Dataset, keys: Sequence[tuple[str, str]]) -> str:
 
 #: single SGD runs drawn per mode (the first replicas)
 RUNS = 3
+#: about this many replica-mean markers per panel (the band is drawn at every record)
+MARKERS = 30
+MEAN = {"marker": "o", "ms": 3.0, "mfc": "white", "mew": 0.8, "color": "0.2", "ls": "none"}
 
 
-def _mode_panel(ax: plt.Axes, ds: xr.Dataset, k: int, color: str) -> None:
-    """z_k(t) of a few single runs (solid), the replica mean +- 2 s.e. (band), Eq. 27 (dashed),
-    z*_k (dotted) and zero (grey); the title counts the sign changes of the single runs."""
+def _stride(records: int) -> int:
+    """Records between two replica-mean markers (about MARKERS of them)."""
+    return max(1, records // MARKERS)
+
+
+def _mean_markers(
+    ax: plt.Axes, t: np.ndarray, mean: np.ndarray, se: np.ndarray, band: ErrorBars
+) -> None:
+    """Replica mean as markers at about MARKERS records in its band +-2 s.e. (every record)."""
+    ax.fill_between(t, mean - 2 * se, mean + 2 * se, color="0.5", alpha=0.35, lw=0)
+    shown = np.arange(0, t.size, _stride(t.size))
+    ax.plot(t[shown], mean[shown], **MEAN)
+    band.add(ax, t[shown], mean[shown], 2 * se[shown], MEAN["ms"])
+
+
+def _mode_panel(ax: plt.Axes, ds: xr.Dataset, k: int, color: str, band: ErrorBars) -> None:
+    """z_k(t) of a few single runs (solid), the replica mean (markers, band +- 2 s.e.), Eq. 27
+    (dashed), z*_k (dotted) and zero (grey); the title counts the sign changes of the runs."""
     t = ds["t"].values
     runs = min(RUNS, ds.sizes["replica"])
     for r in range(runs):
         z = ds["z_sgd"].isel(replica=r).sel(mode=k).values
         ax.plot(t, z, "-", color=color, lw=0.8, alpha=1.0 - 0.25 * r)
     mean, se = (ds[v].sel(mode=k).values for v in ("z_sgd_mean", "z_sgd_se"))
-    ax.fill_between(t, mean - 2 * se, mean + 2 * se, color="0.5", alpha=0.35, lw=0)
-    ax.plot(t, mean, "-", color="0.25", lw=1.0)
+    pos = t > 0  # log time axis
+    _mean_markers(ax, t[pos], mean[pos], se[pos], band)
     ax.plot(t, ds["z_theory_exp"].sel(mode=k), "--", color="k", lw=1.0)
     ax.axhline(float(ds["z_star"].sel(mode=k)), color=color, ls=":", lw=0.9)
     ax.axhline(0.0, color="0.75", lw=0.6, zorder=0)
@@ -103,7 +121,7 @@ def _sign_change_text(ds: xr.Dataset, k: int, runs: int) -> str:
     )
 
 
-def _loss_panel(ax: plt.Axes, ds: xr.Dataset) -> None:
+def _loss_panel(ax: plt.Axes, ds: xr.Dataset, band: ErrorBars) -> None:
     """Loss of the single runs and the replica mean +- 2 s.e. against Eqs. 26-27, 30 (log-log),
     L* (grey), the time t_s at which the mean settles and 1/omega_0 (vertical lines), and the
     numbers behind the claim that L settles before the slow mode (title)."""
@@ -112,8 +130,7 @@ def _loss_panel(ax: plt.Axes, ds: xr.Dataset) -> None:
     for r in range(min(RUNS, ds.sizes["replica"])):
         ax.plot(t[pos], ds["loss_sgd"].isel(replica=r).values[pos], "-", color="C7", lw=0.7)
     mean, se = ds["loss_sgd_mean"].values[pos], ds["loss_sgd_se"].values[pos]
-    ax.fill_between(t[pos], mean - 2 * se, mean + 2 * se, color="0.5", alpha=0.35, lw=0)
-    ax.plot(t[pos], mean, "-", color="0.25", lw=1.0)
+    _mean_markers(ax, t[pos], mean, se, band)
     ax.plot(t[pos], ds["loss_theory"].values[pos], "--", color="k", lw=1.0)
     ax.axhline(float(ds["optimal_loss"]), color="0.6", lw=2.0, alpha=0.7, zorder=0)
     ax.set_xscale("log")
@@ -163,10 +180,10 @@ def _row_title(ds: xr.Dataset) -> str:
     return title
 
 
-def _legend(fig: plt.Figure, replicas: int) -> None:
+def _legend(fig: plt.Figure, replicas: int, stride: int) -> None:
     handles = [
         plt.Line2D([], [], color="C0", lw=0.8),
-        plt.Line2D([], [], color="0.25", lw=1.0),
+        plt.Line2D([], [], **MEAN),
         plt.Rectangle((0, 0), 1, 1, color="0.5", alpha=0.35, lw=0),
         plt.Line2D([], [], color="k", ls="--", lw=1.0),
         plt.Line2D([], [], color="0.5", ls=":", lw=0.9),
@@ -174,8 +191,8 @@ def _legend(fig: plt.Figure, replicas: int) -> None:
     ]
     labels = [
         f"single SGD runs (first {RUNS})",
-        f"mean of {replicas} runs",
-        r"band: mean $\pm$2 s.e. (hidden by the line where not seen)",
+        f"mean of {replicas} runs" + (f" (markers: one record in {stride})" if stride > 1 else ""),
+        r"band: mean $\pm$2 s.e. over the runs",
         r"$\langle z_k(t)\rangle$ (Eq. 27); loss: Eqs. 26-27, 30",
         r"$z_k^*$",
         r"$L^*$ (Eq. 26)",
@@ -198,11 +215,14 @@ def fig3(ds: xr.Dataset, modes: Sequence[int] = (0, 10, 20)) -> plt.Figure:
     shown = [int(k) for k in modes if int(k) < min(c.sizes["mode"] for c in cells)]
     fig = plt.figure(figsize=(3.0 * (len(shown) + 1), 3.3 * len(cells) + 0.6), layout="constrained")
     rows = fig.subfigures(len(cells), 1, squeeze=False)[:, 0]
+    band = ErrorBars(r"$\pm$2 s.e. of the mean over the runs", kind="band")
     for row, cell in zip(rows, cells, strict=True):
         axes = row.subplots(1, len(shown) + 1)
         for j, k in enumerate(shown):
-            _mode_panel(axes[j], cell, k, f"C{j}")
-        _loss_panel(axes[-1], cell)
+            _mode_panel(axes[j], cell, k, f"C{j}", band)
+        _loss_panel(axes[-1], cell, band)
         row.suptitle(_row_title(cell), fontsize=9)
-    _legend(fig, cells[0].sizes["replica"])
+    stride = _stride(int((cells[0]["t"].values > 0).sum()))
+    _legend(fig, cells[0].sizes["replica"], stride)
+    band.annotate(fig, lambda note: fig.suptitle(note, fontsize=8.5), relative=False)
     return fig

@@ -13,7 +13,13 @@ import numpy as np
 import xarray as xr
 from matplotlib.ticker import NullLocator
 
-from weightdyn.plots.common import require_one_value, require_variables, styled
+from weightdyn.plots.common import (
+    ErrorBars,
+    require_one_value,
+    require_variables,
+    se_text,
+    styled,
+)
 
 __all__ = ["dynamics_spectra", "dynamics_vs_lr"]
 
@@ -70,7 +76,8 @@ def dynamics_spectra(ds: xr.Dataset) -> plt.Figure:
     norm = float(theory["M_isotropic"])
     valid = np.isfinite(theory["eig_M_lyapunov"].values)
     idx = theory["mode"].values[valid]
-    fig, ax = plt.subplots(figsize=(4.8, 3.8), layout="constrained")
+    fig, ax = plt.subplots(figsize=(4.8, 4.0), layout="constrained")
+    bars = ErrorBars(se_text(ds, 2))
     for k, (name, cell) in enumerate(runs):
         cell = cell.isel(cell=0)
         label, color, marker = DYNAMICS[name]
@@ -78,10 +85,11 @@ def dynamics_spectra(ds: xr.Dataset) -> plt.Figure:
         if np.isfinite(error):
             label += f" ($\\epsilon_F$ = {100 * error:.1f}%)"
         shift = (k - (len(runs) - 1) / 2) * 0.18
-        ax.errorbar(
+        bars.errorbar(
+            ax,
             idx + shift,
             cell["eig_M_sgd"].values[valid] / norm,
-            yerr=2 * cell["eig_M_sgd_se"].values[valid] / norm,
+            2 * cell["eig_M_sgd_se"].values[valid] / norm,
             fmt=marker,
             ms=3.0,
             mfc="none",
@@ -98,9 +106,10 @@ def dynamics_spectra(ds: xr.Dataset) -> plt.Figure:
     ax.set_yscale("log")
     ax.set_xlabel("mode index $i$ (sorted)")
     ax.set_ylabel(r"eigenvalue of $M$ / $(\lambda\sigma_\epsilon^2/2S)$")
-    title = "bars: $\\pm 2$ s.e.; $\\epsilon_F = \\|M - M_{30}\\|_F / \\|M_{30}\\|_F$"
+    title = "$\\epsilon_F = \\|M - M_{30}\\|_F / \\|M_{30}\\|_F$"
     ax.legend(frameon=False, loc="lower left", title=title, title_fontsize=7.5)
-    ax.set_title(_cell_title(ds, ("N", "P", "lr", "batch_size", "sigma_eps2")), fontsize=9)
+    fixed = _cell_title(ds, ("N", "P", "lr", "batch_size", "sigma_eps2"))
+    bars.annotate(fig, lambda note: ax.set_title(f"{fixed}\n{note}", fontsize=8), sep="\n")
     return fig
 
 
@@ -147,7 +156,8 @@ def dynamics_vs_lr(ds: xr.Dataset) -> plt.Figure:
     dotted verticals mark) are not drawn.
     """
     runs = _simulated(ds, ("lr", "dynamics", "data_seed"), "dynamics_vs_lr")
-    fig, ax = plt.subplots(figsize=(4.8, 3.6), layout="constrained")
+    fig, ax = plt.subplots(figsize=(4.8, 4.2), layout="constrained")
+    bars = ErrorBars(se_text(ds, 1))
     ax.axhline(1.0, color="k", lw=0.8, ls=":", label="Eq. 30")
     tr30 = ds["var_w_theory"]
     lr, exact, _ = _by_lr(ds, ds["eig_M_discrete"].sum("mode", min_count=1) / ds["N"] / tr30)
@@ -164,10 +174,11 @@ def dynamics_vs_lr(ds: xr.Dataset) -> plt.Figure:
         ratio = (cells["var_w_sgd_wstar"] / cells["var_w_theory"]).where(_stationary(cells, name))
         x, y, err = _by_lr(cells, ratio, cells["var_w_sgd_wstar_se"] / cells["var_w_theory"])
         shift = {"sgd": 0.97, "sgf_additive": 1.0, "sgf_multiplicative": 1.03}[name]
-        ax.errorbar(
+        bars.errorbar(
+            ax,
             x * shift,
             y,
-            yerr=err,
+            err,
             fmt=marker,
             color=color,
             ms=4,
@@ -190,7 +201,9 @@ def dynamics_vs_lr(ds: xr.Dataset) -> plt.Figure:
     ax.xaxis.set_minor_locator(NullLocator())
     ax.set_xlabel(r"learning rate $\lambda$")
     ax.set_ylabel(r"tr$M$ / tr$M_{\mathrm{Eq.\,30}}$ (about $w^*$)")
-    keys = ("N", "P", "batch_size", "sigma_eps2")
-    ax.set_title(_cell_title(ds, keys) + "; bars: $\\pm 1$ s.e.", fontsize=9)
-    ax.legend(frameon=False, fontsize=7)
+    fig.legend(frameon=False, fontsize=7, loc="outside lower center", ncols=2)
+    fixed = _cell_title(ds, ("N", "P", "batch_size", "sigma_eps2"))
+    shifted = "SGD and SGF mult. drawn 3 % left and right of their $\\lambda$"
+    put = lambda note: ax.set_title(f"{fixed}\n{note}\n{shifted}", fontsize=8)  # noqa: E731
+    bars.annotate(fig, put, relative=False)
     return fig
