@@ -9,7 +9,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
-from weightdyn.plots.errorbars import bar_note, errorbar, measure, state_bars
+from weightdyn.plots.errorbars import ErrorBars, bar_note, errorbar, measure, state_bars
 
 
 def test_bars_inside_their_markers_are_counted_hidden() -> None:
@@ -58,3 +58,33 @@ def test_the_statement_names_the_bars_their_size_and_the_hidden_ones() -> None:
     assert text == ax.get_title()
     assert text.startswith("head {x}\nbars: +-1 s.e., at most 0.0001 % of the value; all")
     plt.close(fig)
+
+
+def _note(err: np.ndarray, kind: str = "bars", log: bool = False) -> str:
+    fig, ax = plt.subplots(figsize=(3, 3), layout="constrained")
+    x, y = np.arange(1.0, 6.0), np.linspace(1.0, 2.0, 5)
+    bars = ErrorBars("$\\pm$1 s.e.", kind=kind)
+    if kind == "band":
+        bars.band(ax, x, y, err, color="C0", ms=4)
+    else:
+        bars.errorbar(ax, x, y, err, fmt="o", ms=4)
+    if log:
+        ax.set_yscale("log")
+    note = bars.note(fig)
+    plt.close(fig)
+    return note
+
+
+def test_a_group_states_its_bars_hidden_by_the_markers() -> None:
+    assert _note(np.full(5, 1e-4)) == (
+        "bars: $\\pm$1 s.e., at most 0.01 % of the value; all smaller than the markers"
+    )
+    assert _note(np.full(5, 1e-4), kind="band", log=True).endswith("all narrower than the markers")
+
+
+def test_a_group_counts_its_bars_larger_than_the_markers() -> None:
+    assert _note(np.full(5, 0.5)) == "bars: $\\pm$1 s.e., at most 50 % of the value"
+    mixed = np.array([1e-4, 1e-4, 0.5, 0.5, 0.5])
+    assert _note(mixed).endswith("; 2 of 5 smaller than the markers")
+    # on a log axis a bar reaching below zero is never hidden
+    assert "of 5" in _note(np.array([1e-4, 1e-4, 1e-4, 1e-4, 3.0]), log=True)

@@ -21,12 +21,11 @@ from matplotlib.axis import Axis
 from matplotlib.ticker import FuncFormatter
 
 from weightdyn.plots.common import (
-    ErrorBars,
     require_one_value,
     require_variables,
-    se_text,
     styled,
 )
+from weightdyn.plots.errorbars import ErrorBars, se_text
 
 __all__ = ["fig_divergence_lr", "fig_spectra_at_max_stable_lr", "fig_trace_vs_lr"]
 

@@ -1,26 +1,34 @@
 """Error-bar statements measured on the drawn figure (issue 15): what the bars are, how large
 they are relative to the value and how many hide behind their markers.
 
-Draw the bars with :func:`errorbar` (``ax.errorbar`` that remembers the bars and the marker
-size), then let :func:`state_bars` write the statement into a title: it lays the figure out,
-measures every bar against the radius of its marker in points and sets the text, e.g.
-``bars: +-1 s.e. over 8 replicas, at most 3.1 % of the value; all smaller than the markers``.
-A bar counts as hidden when it reaches no farther from the centre of its marker than the
-marker's radius, in both directions (and along x, for bars in x).
+Two ways to draw and state them, on one measurement (:func:`measure`):
+
+* figure-wide: draw with :func:`errorbar` (``ax.errorbar`` that remembers the bars and the
+  marker size on the figure), then :func:`state_bars` writes the statement into a title;
+* per group of points: an :class:`ErrorBars` collects what it draws (bars, or markers in a
+  shaded band) and states only those (:meth:`ErrorBars.note`, :meth:`ErrorBars.annotate`),
+  e.g. one statement per panel.
+
+The statement reads ``bars: +-1 s.e. over 8 replicas, at most 3.1 % of the value; all smaller
+than the markers``. A bar counts as hidden when it reaches no farther from the centre of its
+marker than the marker's radius, in both directions (and along x, for bars in x), on the
+laid-out figure; points outside the axes' limits are not counted.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import matplotlib as mpl
 import matplotlib.pyplot as plt
 import numpy as np
+import xarray as xr
 from matplotlib.container import ErrorbarContainer
 from matplotlib.text import Text
+from numpy.typing import ArrayLike
 
-__all__ = ["bar_note", "errorbar", "measure", "state_bars"]
+__all__ = ["JACKKNIFE", "ErrorBars", "bar_note", "errorbar", "measure", "se_text", "state_bars"]
 
 _RECORDS = "_weightdyn_errorbars"
 
@@ -93,6 +101,11 @@ def measure(
     records: list[_Bars] = getattr(fig.figure, _RECORDS, [])
     if axes is not None:
         records = [b for b in records if any(b.ax is a for a in axes)]
+    return _measure(fig, records, layout)
+
+
+def _measure(fig: plt.Figure, records: Sequence[_Bars], layout: bool) -> tuple[int, int, float]:
+    """:func:`measure` over ``records``."""
     if layout and records:
         fig.figure.draw_without_rendering()
     hidden = drawn = 0
@@ -130,21 +143,27 @@ def _percent(rel: float) -> str:
 
 
 def bar_note(
-    what: str, hidden: int, drawn: int, largest: float | None, newline: bool = False
+    what: str,
+    hidden: int,
+    drawn: int,
+    largest: float | None,
+    newline: bool = False,
+    kind: str = "bars",
 ) -> str:
     """``bars: <what>, at most <largest> of the value; all / k of n smaller than the
     markers`` (the measured part on a line of its own with ``newline``); ``largest`` None
-    leaves the relative size out."""
+    leaves the relative size out. ``kind="band"``: a shaded band, "narrower than" the markers."""
+    smaller = "narrower" if kind == "band" else "smaller"
     measured = []
     if largest is not None and drawn:
         measured.append(f"at most {_percent(largest)} of the value")
     if drawn and hidden == drawn:
-        measured.append("all smaller than the markers")
+        measured.append(f"all {smaller} than the markers")
     elif hidden:
-        measured.append(f"{hidden} of {drawn} smaller than the markers")
+        measured.append(f"{hidden} of {drawn} {smaller} than the markers")
     if not measured:
-        return f"bars: {what}"
-    return f"bars: {what}" + (",\n" if newline else ", ") + "; ".join(measured)
+        return f"{kind}: {what}"
+    return f"{kind}: {what}" + (",\n" if newline else ", ") + "; ".join(measured)
 
 
 def state_bars(
@@ -173,3 +192,85 @@ def state_bars(
     text = compose(hidden, largest)
     target.set_text(text)
     return text
+
+
+#: how the s.e. of a stationary SGD estimate is computed (weightdyn.stats.jackknife_of_mean)
+JACKKNIFE = "jackknife over replica time blocks"
+
+
+def se_text(cells: xr.Dataset, k: int = 1, how: str = JACKKNIFE) -> str:
+    """What bars of +-k s.e. are: ``how`` for one data set; with cells of several data seeds,
+    of the mean over them (their spread added)."""
+    seeds = int(np.unique(cells["data_seed"].values).size) if "data_seed" in cells.coords else 1
+    spread = f" and spread over {seeds} data sets" if seeds > 1 else ""
+    return f"$\\pm${k} s.e. ({how}{spread})"
+
+
+class ErrorBars:
+    """A group of simulated points with their error bars (or band), stated on their own.
+
+    Draw the group's points through :meth:`errorbar` (markers with bars) or :meth:`band`
+    (markers in a shaded band); :meth:`note` then states what the intervals are, their largest
+    size relative to the value and where they are smaller than the markers (:func:`measure`,
+    over this group only). ``what`` names the interval, e.g. ``"$\\pm$1 s.e. (jackknife over
+    replica time blocks)"``; ``kind`` is ``"bars"`` or ``"band"``.
+    """
+
+    def __init__(self, what: str, kind: str = "bars") -> None:
+        self.what = what
+        self.kind = kind
+        self._drawn: list[_Bars] = []
+
+    def add(
+        self, ax: plt.Axes, x: ArrayLike, y: ArrayLike, yerr: ArrayLike, markersize: float
+    ) -> None:
+        """Record an interval ``y - yerr[0]`` to ``y + yerr[-1]`` drawn around markers of
+        ``markersize`` points at ``(x, y)`` (``yerr`` of shape (n,) or (2, n))."""
+        x, y = (np.asarray(v, dtype=float).ravel() for v in (x, y))
+        err = np.broadcast_to(np.abs(np.asarray(yerr, dtype=float)), (2, y.size))
+        self._drawn.append(_Bars(ax, x, y, (err[0], err[-1]), None, float(markersize)))
+
+    def errorbar(self, ax: plt.Axes, x: ArrayLike, y: ArrayLike, yerr: ArrayLike, **kwargs):
+        """``ax.errorbar`` (markers with bars), recorded."""
+        drawn = ax.errorbar(x, y, yerr=yerr, **kwargs)
+        self.add(ax, x, y, yerr, drawn.lines[0].get_markersize())
+        return drawn
+
+    def band(
+        self,
+        ax: plt.Axes,
+        x: ArrayLike,
+        y: ArrayLike,
+        yerr: ArrayLike,
+        *,
+        color: object,
+        marker: str = "o",
+        ms: float = 2.5,
+        alpha: float = 0.3,
+        line: float = 0.0,
+        **kwargs,
+    ) -> plt.Line2D:
+        """Markers at ``(x, y)`` (joined by a line of width ``line`` if nonzero) in a band
+        ``y -+ yerr``, recorded; ``kwargs`` go to the markers' ``plot`` (e.g. label, mfc)."""
+        x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+        err = np.broadcast_to(np.abs(np.asarray(yerr, dtype=float)), (2, y.size))
+        ax.fill_between(x, y - err[0], y + err[-1], color=color, alpha=alpha, lw=0)
+        (markers,) = ax.plot(
+            x, y, marker=marker, ms=ms, ls="-" if line else "none", lw=line, color=color, **kwargs
+        )
+        self.add(ax, x, y, err, ms)
+        return markers
+
+    def note(self, fig: plt.Figure, relative: bool = True, sep: str = ", ") -> str:
+        """:func:`bar_note` of this group, measured on ``fig`` laid out; ``relative``: state
+        the largest interval relative to its value; ``sep="\\n"`` puts the measured part on a
+        line of its own."""
+        hidden, drawn, largest = _measure(fig, self._drawn, layout=True)
+        largest = largest if relative else None
+        return bar_note(self.what, hidden, drawn, largest, newline="\n" in sep, kind=self.kind)
+
+    def annotate(self, fig: plt.Figure, put: Callable[[str], object], **kwargs) -> None:
+        """Write :meth:`note` with ``put`` (e.g. ``ax.set_title``), measured again with the note
+        in place (the note's own lines change the layout)."""
+        for _ in range(2):
+            put(self.note(fig, **kwargs))

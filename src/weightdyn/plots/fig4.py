@@ -16,13 +16,12 @@ import xarray as xr
 from matplotlib.ticker import NullFormatter
 
 from weightdyn.plots.common import (
-    ErrorBars,
     mean_over_seeds,
     require_one_value,
     require_variables,
-    se_text,
     styled,
 )
+from weightdyn.plots.errorbars import ErrorBars, se_text
 
 #: losses below this are round-off zeros (interpolation) and are left out of log axes
 ROUNDOFF_LOSS = 1e-12

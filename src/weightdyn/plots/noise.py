@@ -18,7 +18,8 @@ import xarray as xr
 from matplotlib.colors import LogNorm
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from weightdyn.plots.common import JACKKNIFE, ErrorBars, styled
+from weightdyn.plots.common import styled
+from weightdyn.plots.errorbars import JACKKNIFE, ErrorBars
 from weightdyn.single_layer.noise import power_law_fit
 
 #: exponents of the paper's claim var(X^+X) ~ P^-1.8 N^-1 (text after Eq. 18)

@@ -13,7 +13,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import xarray as xr
 
-from weightdyn.plots.common import JACKKNIFE, ErrorBars, styled
+from weightdyn.plots.common import styled
+from weightdyn.plots.errorbars import JACKKNIFE, ErrorBars
 from weightdyn.plots.relaxation import cell_title, cell_value, split_cells
 from weightdyn.single_layer.perturbation import TABLE1_PAPER
 

@@ -12,7 +12,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import xarray as xr
 
-from weightdyn.plots.common import ErrorBars, styled
+from weightdyn.plots.common import styled
+from weightdyn.plots.errorbars import ErrorBars
 
 __all__ = ["cell_title", "cell_value", "fig3", "split_cells"]
 

@@ -14,12 +14,11 @@ import xarray as xr
 from matplotlib.ticker import NullLocator
 
 from weightdyn.plots.common import (
-    ErrorBars,
     require_one_value,
     require_variables,
-    se_text,
     styled,
 )
+from weightdyn.plots.errorbars import ErrorBars, se_text
 
 __all__ = ["dynamics_spectra", "dynamics_vs_lr"]
 

@@ -433,7 +433,7 @@ PERTURBATION = Experiment(
             "eigenvectors of the SGD covariance (Eq. 35): Fig. 5a for i.i.d. inputs (with "
             "several cells, one panel per cell and their comparison, one curve per P/N), "
             "Fig. 5b for correlated inputs (mean :math:`\\pm` 1 s.e. over data sets, Eq. 35 "
-            "along the eigenvectors of M from Eq. 30). Insets: covariance spectra over "
+            "along the eigenvectors of M from Eq. 30). Side panels: covariance spectra over "
             ":math:`\\lambda\\sigma_\\epsilon^2/2S` (Eq. 34).",
         ),
         "fig5a": Figure(

@@ -229,8 +229,9 @@ FIGURES = {
     "fig6bc": Figure(plots.fig6bc, per_cell=True, caption=(
         "Paper 000 Figs. 6b,c: eigenvalues of cov(vec dW1) and cov(vec dW2) of the simulated "
         "chains vs Eq. 66 and Eq. 70 at :math:`W^0` (protocol a) and the exact linearisation "
-        "(Eqs. 62-66) at the local point (protocol b); error bars: jackknife over (replica, "
-        f"time block); {_CELL}.")),
+        "(Eqs. 62-66) at the local point (protocol b); error bars: :math:`\\pm` 1 s.e. over "
+        "replicas for (a) :math:`\\delta W_1`, jackknife over (replica, time block) otherwise; "
+        f"{_CELL}.")),
     "fig7a": Figure(plots.fig7a, caption=(
         "Paper 000 Fig. 7a: loss perturbation along the eigenvectors of cov(dW2) vs Eq. 73 "
         "(exact and approximate) and the IVFR (curvature vs variance); SGD circles, the "
