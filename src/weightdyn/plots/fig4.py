@@ -81,9 +81,9 @@ def _simulated_and_theory(ds: xr.Dataset) -> tuple[xr.Dataset, xr.Dataset]:
 
 def _theory_band(
     ax: plt.Axes, cells: xr.Dataset, key: str, style: str, color: str, label: str
-) -> int:
+) -> xr.DataArray:
     """Mean of ``key`` over the data sets at each N/P (line), band +-1 s.d. over them; returns
-    the number of data sets."""
+    the number of data sets at each N/P."""
     grouped = cells[key].groupby("n_over_p")
     with warnings.catch_warnings():  # one data set: no spread, NaN filled with 0
         warnings.simplefilter("ignore", RuntimeWarning)
@@ -91,7 +91,19 @@ def _theory_band(
     x = mean["n_over_p"].values
     ax.plot(x, mean, style, color=color, lw=1.1, label=label)
     ax.fill_between(x, mean - sd, mean + sd, color=color, alpha=0.18, lw=0)
-    return int(grouped.count("cell").max())
+    return grouped.count("cell")
+
+
+def _band_text(counts: xr.DataArray) -> str:
+    """``bands: +-1 s.d. over n data sets``, naming the N/P with fewer (e.g. none at N = P)."""
+    n = int(counts.max())
+    text = f"bands: $\\pm$1 s.d. over {n} data sets"
+    pairs = zip(counts["n_over_p"].values, counts.values, strict=True)
+    fewer = [(float(x), int(c)) for x, c in pairs if c < n]
+    if fewer:
+        where = ", ".join(f"{c} at $N/P = {x:g}$" for x, c in fewer)
+        text += f" ({where})"
+    return text
 
 
 @styled
@@ -120,7 +132,7 @@ def variance_vs_size(ds: xr.Dataset) -> plt.Figure:
         top, x, mean["var_w_sgd"], err, color="C0", mfc="white", label=f"{method}, temporal", **SIM
     )
     top.plot(x, mean["var_w_theory"], "-.", color="C3", lw=1, label="Eq. 30, this data set")
-    n_sets = _theory_band(top, cells, "var_w_theory", "-", "C3", "Eq. 30, data-set mean")
+    counts = _theory_band(top, cells, "var_w_theory", "-", "C3", "Eq. 30, data-set mean")
     top.plot(x, mean["M_isotropic"], ":", color="k", label=r"Eq. 34: $\lambda\sigma_\epsilon^2/2S$")
     top.set_ylabel(r"temporal $\langle\langle\delta w_i(t)^2\rangle_t\rangle_i$")
     err = np.hypot(mean["var_w_spatial_sgd_se"], spread["var_w_spatial_sgd"])
@@ -141,7 +153,7 @@ def variance_vs_size(ds: xr.Dataset) -> plt.Figure:
     # lower right: beyond N = P only the test loss (near 1) is drawn
     bottom.legend(frameon=False, loc="lower right", fontsize=6.5)
     fixed = _title(sim, ("P", "lr", "batch_size", "sigma_eps2"))
-    band = f"bands: $\\pm$1 s.d. over {n_sets} data sets"
+    band = _band_text(counts)
     put = lambda note: top.set_title(f"{fixed}\n{note}\n{band}", fontsize=7.5)  # noqa: E731
     bars.annotate(fig, put, sep="\n")
     return fig
