@@ -58,6 +58,12 @@ def run(target: Callable[..., None], *args: Any, preload: Sequence[str] = ()) ->
     stderr), minus the signal number if a signal ended it.
     """
     proc = _server(preload).Process(target=target, args=args)
-    proc.start()
+    with _LOCK:
+        proc.start()
+        # Process.start polls every other child multiprocessing knows of, reading the exit
+        # code of a finished one from its pipe: from another job's thread that read races
+        # with this thread's join, whose own read then finds the pipe empty (exit code 255,
+        # seen on 200 toy cells). Only this thread may wait for its child.
+        multiprocessing.process._children.discard(proc)
     proc.join()
     return proc.exitcode
