@@ -149,7 +149,7 @@ def variance_vs_size(ds: xr.Dataset) -> plt.Figure:
     for ax in (top, mid, bottom):
         ax.axvline(1.0, color="0.6", lw=0.8, zorder=0)
     top.legend(frameon=False, loc="center right", fontsize=6.5)
-    mid.legend(frameon=False, loc="lower right", fontsize=6.5)
+    mid.legend(frameon=False, loc="upper left", fontsize=6.5)  # the peak at N = P is narrow
     # lower right: beyond N = P only the test loss (near 1) is drawn
     bottom.legend(frameon=False, loc="lower right", fontsize=6.5)
     fixed = _title(sim, ("P", "lr", "batch_size", "sigma_eps2"))
