@@ -53,10 +53,8 @@ def in_process_job(name: str, path: str | os.PathLike) -> Iterator[logging.Logge
         logger = _file_logger(f"weightdyn.in_process.{name}", path)
         start, before = time.time(), resource.getrusage(resource.RUSAGE_THREAD)
         try:
-            yield logger
-        except BaseException as err:
-            logger.error("job failed: %s", "".join(traceback.format_exception_only(err)).strip())
-            raise
+            with _failure_logged(logger):
+                yield logger
         finally:
             logger.info(_thread_cost_line(time.time() - start, before))
             for handler in list(logger.handlers):
@@ -85,12 +83,20 @@ def job_process(
         os.dup2(fd, 2)
         os.close(fd)
     try:
-        yield logger
+        with _failure_logged(logger):
+            yield logger
+    finally:
+        logger.info(cost_line())
+
+
+@contextlib.contextmanager
+def _failure_logged(logger: logging.Logger) -> Iterator[None]:
+    """An error that ends the block is written to the job's log before it propagates."""
+    try:
+        yield
     except BaseException as err:
         logger.error("job failed: %s", "".join(traceback.format_exception_only(err)).strip())
         raise
-    finally:
-        logger.info(cost_line())
 
 
 def _thread_cost_line(wall: float, before: resource.struct_rusage) -> str:
