@@ -156,7 +156,7 @@ def _cell_job(
     """The body of rule cell in the process that runs it: numba and BLAS on ``threads``."""
     with job_process("cell", log, capture_output) as logger:
         experiments.register_modules(modules)
-        experiments.get(name)  # imports the experiment's modules (numba only where needed)
+        experiments.get(name)  # its modules: imported here, or already by the fork server
         if "numba" in sys.modules:
             numba = sys.modules["numba"]
             numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
