@@ -1,5 +1,5 @@
-"""Shared plotting helpers: house style, saving, seed means, checks on merged sweeps and the
-statement of what error bars are (ErrorBars)."""
+"""Shared plotting helpers: house style, saving, seed means and checks on merged sweeps (the
+error-bar statements are in :mod:`weightdyn.plots.errorbars`)."""
 
 from __future__ import annotations
 
