@@ -227,8 +227,8 @@ class ErrorBars:
         """Record an interval ``y - yerr[0]`` to ``y + yerr[-1]`` drawn around markers of
         ``markersize`` points at ``(x, y)`` (``yerr`` of shape (n,) or (2, n))."""
         x, y = (np.asarray(v, dtype=float).ravel() for v in (x, y))
-        err = np.broadcast_to(np.abs(np.asarray(yerr, dtype=float)), (2, y.size))
-        self._drawn.append(_Bars(ax, x, y, (err[0], err[-1]), None, float(markersize)))
+        err = _pair(np.abs(np.asarray(yerr, dtype=float)), y.size)
+        self._drawn.append(_Bars(ax, x, y, err, None, float(markersize)))
 
     def errorbar(self, ax: plt.Axes, x: ArrayLike, y: ArrayLike, yerr: ArrayLike, **kwargs):
         """``ax.errorbar`` (markers with bars), recorded."""
@@ -253,12 +253,12 @@ class ErrorBars:
         """Markers at ``(x, y)`` (joined by a line of width ``line`` if nonzero) in a band
         ``y -+ yerr``, recorded; ``kwargs`` go to the markers' ``plot`` (e.g. label, mfc)."""
         x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-        err = np.broadcast_to(np.abs(np.asarray(yerr, dtype=float)), (2, y.size))
-        ax.fill_between(x, y - err[0], y + err[-1], color=color, alpha=alpha, lw=0)
+        down, up = _pair(np.abs(np.asarray(yerr, dtype=float)), y.size)
+        ax.fill_between(x, y - down, y + up, color=color, alpha=alpha, lw=0)
         (markers,) = ax.plot(
             x, y, marker=marker, ms=ms, ls="-" if line else "none", lw=line, color=color, **kwargs
         )
-        self.add(ax, x, y, err, ms)
+        self.add(ax, x, y, np.stack([down, up]), ms)
         return markers
 
     def note(self, fig: plt.Figure, relative: bool = True, sep: str = ", ") -> str:
