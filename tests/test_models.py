@@ -12,6 +12,7 @@ import pytest
 
 from weightdyn.models import DeepLinear, Linear, Model, OneHidden
 from weightdyn.models import theory as mt
+from weightdyn.models.experiment import OrthogonalTeacher
 from weightdyn.single_layer import theory as sl
 from weightdyn.two_layer import theory as tl
 
@@ -349,3 +350,38 @@ def test_minibatch_recursion_is_the_single_layer_discrete_covariance(sampling: s
     H = Linear(N).hessian(X, y, w_star)
     h = mt.sample_hessians(Linear(N), X, y, w_star)
     np.testing.assert_allclose(h.mean(axis=0), H, rtol=0, atol=1e-14)
+
+
+# ------------------------------------------------- SGD's mean off the minimum (issue 14)
+
+
+def test_smoothing_shift_equals_the_hessian_route() -> None:
+    """``m = -H^-1 grad tr(H M) / 2``: the gradients' second differences along M's
+    eigenvectors against first differences of the Hessian along each coordinate."""
+    model, rng = OneHidden(3, 2, 1, "tanh"), np.random.default_rng(0)
+    X = rng.normal(size=(100, 3))
+    theta0 = OrthogonalTeacher(3, 2, 1, "tanh").random_theta(rng)
+    Y = model.output(X, theta0) + 0.5 * rng.normal(size=(100, 1))
+    theta = mt.find_minimum(model, X, Y, theta0, gtol=1e-11).theta  # near the teacher
+    assert np.linalg.eigvalsh(model.hessian(X, Y, theta))[0] > 1e-3  # an isolated minimum
+    rng = np.random.default_rng(1)
+    A = rng.normal(size=(model.n_params,) * 2)
+    M = 1e-3 * A @ A.T
+    h = 1e-5
+    grad_tr = np.array([
+        np.trace((model.hessian(X, Y, theta + h * e) - model.hessian(X, Y, theta - h * e)) @ M)
+        for e in np.eye(model.n_params)
+    ]) / (2 * h)  # fmt: skip
+    expected = -0.5 * np.linalg.solve(model.hessian(X, Y, theta), grad_tr)
+    got = mt.smoothing_shift(model, X, Y, theta, M)
+    report("smoothing shift vs Hessian route", rel(got, expected))
+    assert rel(got, expected) < 1e-5
+
+
+def test_a_linear_model_has_no_smoothing_shift() -> None:
+    """A quadratic loss has no third derivative: SGD's mean is the minimum at any lr."""
+    model = Linear(3, 2)
+    X, Y, theta0 = problem(model, 30)
+    theta = mt.find_minimum(model, X, Y, theta0, gtol=1e-12).theta
+    shift = mt.smoothing_shift(model, X, Y, theta, 1e-2 * np.eye(model.n_params))
+    assert np.linalg.norm(shift) < 1e-6 * np.linalg.norm(theta)

@@ -3,11 +3,15 @@ config check, agreement rows and figures."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
 from weightdyn import experiments, io, sweep
 from weightdyn.experiments import ConfigError
+from weightdyn.models import OneHidden, cell, theory
+from weightdyn.models.experiment import OrthogonalTeacher
 
 SMALL = {"replicas": 4, "burn_tau": 3.0, "sample_tau": 30.0, "n_blocks": 2, "noise": 0.25}
 DEEP = {"experiment": "deep_linear", "N_i": 3, "width": 3, "depth": 3, "P": 40, "lr": 0.1,
@@ -34,11 +38,19 @@ def check_complete(ds) -> None:
     assert int(ds["status"]) == 0
     r = ds.sizes["mode"]
     assert r == int(ds["rank_H"]) > 0
-    for name in ("eig_sgd", "eig_sgd_se", "eig_exact", "eig_jacobian", "eig_discrete"):
+    for name in (
+        "eig_sgd",
+        "eig_sgd_se",
+        "eig_exact",
+        "eig_jacobian",
+        "eig_discrete",
+        "eig_exact_mean",
+    ):
         assert np.all(np.isfinite(ds[name].values)) and np.all(ds[name].values > 0), name
     for name, var in ds.data_vars.items():
         assert {"long_name", "units", "source"} <= set(var.attrs), name
     assert float(ds["grad_norm_local"]) <= 1e-9
+    assert float(ds["shift_mean"]) >= 0 and -1 <= float(ds["shift_cosine"]) <= 1
     # loose at this size (30 relaxation times of 4 replicas); the slow test is tight
     err = np.median(np.abs(ds["eig_exact"].values / ds["eig_sgd"].values - 1))
     assert err < 0.5
@@ -102,7 +114,7 @@ def test_agreement_rows_and_figures_of_a_small_sweep() -> None:
     ds = merged({**ONE, "lr": [0.05, 0.1]})
     exp = experiments.get("one_hidden")
     rows = exp.agreement(ds, "t")
-    assert len(rows) == 2 * (5 + 4 + 1)
+    assert len(rows) == 2 * (7 + 6 + 1)  # spectra of 7 theories, 6 traces, the IVFR
     assert all("lr=" in row.figure for row in rows)
     for name in ("spectra", "ivfr", "trace_vs_lr"):
         fig = exp.figures[name].plot(ds if name != "spectra" else ds.isel(cell=[0]))
@@ -126,6 +138,12 @@ def test_one_hidden_cell_agrees_with_the_local_theory() -> None:
     # nonlinear network (its per-sample residual curvature fluctuates with the label noise)
     assert _median_rel(ds, "exact") < 0.05
     assert abs(float(ds["trace_exact"]) - trace) < 0.05 * trace + 3 * se
+    # SGD's mean sits O(lr) off the minimum, along -H^+ grad tr(H M) / 2 (first order)
+    print(f"[models] shift {float(ds['shift_mean']):.3g}, first order "
+          f"{float(ds['shift_predicted']):.3g}, cosine {float(ds['shift_cosine']):.3f}; median "
+          f"error at the SGD mean {_median_rel(ds, 'exact_mean'):.3f}")  # fmt: skip
+    assert float(ds["shift_cosine"]) > 0.8
+    assert _median_rel(ds, "exact_mean") < 0.05
 
 
 @pytest.mark.slow
@@ -139,3 +157,27 @@ def test_deep_linear_cell_agrees_with_the_local_theory_where_sgd_sits() -> None:
     assert _median_rel(ds, "exact") < 0.10
     trace, se = float(ds["trace_sgd"]), float(ds["trace_sgd_se"])
     assert abs(float(ds["trace_minibatch"]) - trace) < 0.02 * trace + 3 * se
+
+
+def test_replicas_in_different_minima_are_flagged() -> None:
+    """Two isolated minima of a width-3 tanh network with losses 5e-5 apart (relative): a
+    replica whose mean lies in the other one makes the cell ``multimodal``."""
+    model, rng = OneHidden(3, 3, 1, "tanh"), np.random.default_rng(0)
+    X = rng.normal(size=(100, 3))
+    teacher = OrthogonalTeacher(3, 3, 1, "tanh").random_theta(rng)
+    Y = model.output(X, teacher) + 0.5 * rng.normal(size=(100, 1))
+    a = theory.find_minimum(model, X, Y, teacher, gtol=1e-10)
+    b = theory.find_minimum(model, X, Y, model.random_theta(np.random.default_rng(11)), 1e-10)
+    assert abs(a.loss - b.loss) > 100 * cell.BASIN_RTOL * a.loss
+    data = cell.Data(X, Y, teacher)
+
+    def run_at(*points):  # replica means at the points, 10 records each
+        d = np.array(points) - a.theta
+        return SimpleNamespace(sum_d=10 * d[:, None, :], n_records=np.full((len(d), 1), 10))
+
+    near = a.theta + 1e-3 * rng.normal(size=(4, a.theta.size))
+    cell.check_one_basin(model, data, run_at(*near), a.theta, 1e-9, "burn-in")  # one basin
+    with pytest.raises(cell.CellFailed, match="4 replicas lie in 2 different minima") as err:
+        cell.check_one_basin(model, data, run_at(*near[:3], b.theta), a.theta, 1e-9, "burn-in")
+    assert err.value.status == "multimodal"
+    assert "3 at L" in str(err.value) and "1 at L" in str(err.value)

@@ -25,10 +25,15 @@ Protocol (paper 000 App. A and the local protocol of the two-layer experiment, i
    (Eq. 33), the App. A reduction ``X -> J`` (Gauss-Newton drift, residual curvature dropped),
    the discrete-time recursion of the local quadratic model with additive noise (exact only
    for a quadratic loss) and with the mini-batch Hessian noise as well (exact for linear
-   models).
+   models). The exact linearisation and the recursion are evaluated a second time at the SGD
+   mean ``theta_bar`` (the sampled mean over replicas and time; drift ``H(theta_bar)``, noise
+   ``C(theta_bar)``, on the same ``range(H)``): SGD's mean sits ``O(lr)`` off the minimum,
+   ``m = -H^+ grad tr(H M) / 2`` to first order (the loss smoothed by the fluctuations), far
+   along soft modes, and the Hessian there differs at ``O(lr)`` too.
 
 A cell whose set-up fails a check (no minimum found, not underparameterised, ``lr`` beyond the
-local stability limit, a relaxation time too long for ``max_steps``, diverged replicas) returns
+local stability limit, a relaxation time too long for ``max_steps``, diverged replicas, replicas
+that settle in different minima) returns
 a flagged dataset (``status`` names the reason, NaN elsewhere) instead of stopping the sweep.
 """
 
@@ -54,7 +59,15 @@ from weightdyn.stats import jackknife_of_mean
 Progress = Callable[[str], None]
 
 #: outcome of a cell's checks (``status`` of the dataset); 0 is a complete cell
-STATUS = ("ok", "no_minimum", "not_underparameterised", "lr_unstable", "diverged", "too_slow")
+STATUS = (
+    "ok",
+    "no_minimum",
+    "not_underparameterised",
+    "lr_unstable",
+    "diverged",
+    "too_slow",
+    "multimodal",
+)
 
 
 class CellFailed(Exception):
@@ -165,6 +178,7 @@ def simulate(
     )  # fmt: skip
     if burn.diverged.any():
         raise CellFailed("diverged", f"{int(burn.diverged.sum())} of {R} replicas diverged")
+    check_one_basin(model, data, burn, start, params["gtol"], "burn-in")
     mean = start + burn.sum_d.sum(axis=(0, 1)) / burn.n_records.sum()
     local = theory.newton_minimum(model, data.X, data.Y, mean, gtol=params["gtol"])
     if not local.converged:  # Newton stalled (a flat basin): the full search from the mean
@@ -179,7 +193,48 @@ def simulate(
     )  # fmt: skip
     if sample.diverged.any():
         raise CellFailed("diverged", f"{int(sample.diverged.sum())} of {R} replicas diverged")
+    check_one_basin(model, data, sample, local.theta, params["gtol"], "sampling")
     return burn, sample, local.theta, thin
+
+
+#: relative loss difference above which two replicas' minima count as different minima
+BASIN_RTOL = 1e-7
+
+
+def _replica_minima_losses(
+    model: Model, data: Data, run: Any, theta_ref: FloatArray, gtol: float
+) -> FloatArray:
+    """Loss at the minimum nearest each replica's mean over ``run`` (NaN where none is
+    found): equal for replicas in one basin, or on one manifold of minima."""
+    means = theta_ref + run.sum_d.sum(axis=1) / run.n_records.sum(axis=1)[:, None]
+    losses = []
+    for mean in means:
+        res = theory.newton_minimum(model, data.X, data.Y, mean, gtol=gtol)
+        if not res.converged:
+            res = theory.find_minimum(model, data.X, data.Y, mean, gtol, strict=False)
+        losses.append(res.loss if res.converged else math.nan)
+    return np.array(losses)
+
+
+def check_one_basin(
+    model: Model, data: Data, run: Any, theta_ref: FloatArray, gtol: float, stage: str
+) -> None:
+    """``CellFailed("multimodal")`` if the replicas' means over ``run`` lie in different
+    minima (losses differing by more than :data:`BASIN_RTOL`): a covariance about one minimum
+    then mixes the distance between minima into the fluctuations."""
+    losses = _replica_minima_losses(model, data, run, theta_ref, gtol)
+    ok = losses[np.isfinite(losses)]
+    tol = BASIN_RTOL * max(float(np.median(ok)), 1e-300) if ok.size else 0.0
+    if ok.size == losses.size and np.ptp(ok) <= tol:
+        return
+    groups = np.split(np.sort(ok), np.flatnonzero(np.diff(np.sort(ok)) > tol) + 1)
+    where = ", ".join(f"{g.size} at L = {g[0]:.7g}" for g in groups if g.size)
+    lost = losses.size - ok.size
+    raise CellFailed(
+        "multimodal",
+        f"after the {stage} the {losses.size} replicas lie in {len(groups)} different minima "
+        f"({where}{f'; {lost} with no minimum found' if lost else ''})",
+    )
 
 
 # ------------------------------------------------------------------ estimators
@@ -255,6 +310,8 @@ THEORIES = {
     "detailed": ("detailed balance (Eq. 33)", "Eq. 33"),
     "discrete": ("discrete-time recursion of the local quadratic model", "issue 7"),
     "minibatch": ("discrete-time recursion with the mini-batch Hessian noise", "issue 7, App. C"),
+    "exact_mean": ("exact linearisation at the SGD mean (Eq. 29)", "Eqs. 14, 29"),
+    "discrete_mean": ("discrete-time recursion at the SGD mean", "issue 7"),
 }
 
 
@@ -277,6 +334,54 @@ def _theories(model: Model, data: Data, theta: FloatArray, p: Mapping[str, Any])
     Ms = {"exact": exact.M, "jacobian": gn.M, "detailed": exact.M_detailed,
           "discrete": exact.M_discrete, "minibatch": _minibatch(model, data, theta, p)}  # fmt: skip
     return {"local": exact, "M": Ms, "gn": gn, "local_lr": float(p["lr"])}
+
+
+def sgd_mean(sample: Any, theta_ref: FloatArray) -> FloatArray:
+    """``theta_bar``: the sampled mean over all replicas and records."""
+    return theta_ref + sample.sum_d.sum(axis=(0, 1)) / sample.n_records.sum()
+
+
+def _theories_at_mean(
+    model: Model, data: Data, theta_bar: FloatArray, Q: FloatArray, p: Mapping[str, Any]
+) -> dict[str, FloatArray]:
+    """The exact linearisation (Eq. 29) and the discrete recursion with the drift
+    ``H(theta_bar)`` and the noise ``C(theta_bar)`` (Eq. 14) at the SGD mean, on the range
+    ``Q`` of the local point's Hessian; NaN if ``H`` is not positive definite there or ``lr``
+    is beyond its stability limit."""
+    Hr = Q.T @ model.hessian(data.X, data.Y, theta_bar) @ Q
+    Cr = Q.T @ theory.noise_covariance(model, data.X, data.Y, theta_bar, p["batch_size"],
+                                       p["sampling"]) @ Q  # fmt: skip
+    nan = np.full((Q.shape[0],) * 2, np.nan)
+    if np.linalg.eigvalsh(0.5 * (Hr + Hr.T))[0] <= 0:
+        return {"exact_mean": nan, "discrete_mean": nan}
+    try:
+        exact = theory.stationary_covariance(Hr, Cr, p["lr"])
+        discrete = theory.discrete_stationary_covariance(Hr, Cr, p["lr"])
+    except ValueError:
+        return {"exact_mean": nan, "discrete_mean": nan}
+    return {"exact_mean": Q @ exact @ Q.T, "discrete_mean": Q @ discrete @ Q.T}
+
+
+def _mean_shift(model: Model, data: Data, th: dict, theta_loc: FloatArray,
+                theta_bar: FloatArray, Q: FloatArray) -> dict:  # fmt: skip
+    """How far SGD's mean sits from the local minimum within ``range(H)`` (``Q``; along a
+    manifold of minima the mean drifts, see :func:`_drift`), against the first-order
+    prediction :func:`~weightdyn.models.theory.smoothing_shift` (with the exact
+    linearisation's M)."""
+    shift = Q @ (Q.T @ (theta_bar - theta_loc))
+    pred = theory.smoothing_shift(model, data.X, data.Y, theta_loc, th["M"]["exact"])
+    norm, scale = np.linalg.norm, np.linalg.norm(theta_loc)
+    cos = float(shift @ pred / (norm(shift) * norm(pred))) if norm(shift) * norm(pred) else 0.0
+    values = {
+        "shift_mean": (norm(shift) / scale, "|theta_bar - theta_local| / |theta_local| on "
+                       "range(H) (SGD mean off the minimum)"),
+        "shift_predicted": (norm(pred) / scale, "|m| / |theta_local|, m = -H^+ grad tr(H M) / 2 "
+                            "(first order in lr)"),
+        "shift_cosine": (cos, "cosine between the SGD mean's shift and m"),
+        "grad_norm_mean": (float(norm(model.gradient(data.X, data.Y, theta_bar))),
+                           "|grad L| at the SGD mean"),
+    }  # fmt: skip
+    return {k: ((), v, attrs(text, "1", "models")) for k, (v, text) in values.items()}
 
 
 def cell_dataset(
@@ -303,15 +408,19 @@ def cell_dataset(
     th = _theories(model, data, theta_loc, params)
     info = theory.hessian_range(th["local"].H)
     Qr, Hr = info.Q, info.Q.T @ th["local"].H @ info.Q
+    theta_bar = sgd_mean(sample, theta_loc)
+    th["M"].update(_theories_at_mean(model, data, theta_bar, Qr, params))
     sim = sgd_statistics(sample, Qr, Hr)
     spectra = {name: theory_spectra(M, Qr, Hr) for name, M in th["M"].items()}
     progress(
         f"tr M: SGD {sim['trace'][0]:.5g} +- {sim['trace'][1]:.2g}, exact "
         f"{spectra['exact']['trace']:.5g}, discrete {spectra['discrete']['trace']:.5g}, "
-        f"App. A {spectra['jacobian']['trace']:.5g}"
+        f"App. A {spectra['jacobian']['trace']:.5g}, exact at the SGD mean "
+        f"{spectra['exact_mean']['trace']:.5g}"
     )
     ds = _spectra_dataset(sim, spectra)
     ds.update(_scalars(model, data, start, th, sample, theta_loc, info, tau, tau_fast, thin))
+    ds.update(_mean_shift(model, data, th, theta_loc, theta_bar, Qr))
     ds.update(_drift(sample, info, thin))
     ds["status"] = ((), 0, _status_attrs())
     return ds

@@ -197,7 +197,8 @@ def _cell_rows(c: xr.Dataset, name: str) -> list[Agreement]:
                       c[f"eig_{t}"], se) for t in cell.THEORIES]  # fmt: skip
     rows += [agreement(f"{name}trace", f"tr M, SGD vs {cell.THEORIES[t][0]}",
                        cell.THEORIES[t][1], c["trace_sgd"], c[f"trace_{t}"], c["trace_sgd_se"])
-             for t in ("exact", "discrete", "minibatch", "jacobian")]  # fmt: skip
+             for t in ("exact", "discrete", "minibatch", "jacobian", "exact_mean",
+                       "discrete_mean")]  # fmt: skip
     rows.append(agreement(f"{name}ivfr", "IVFR Spearman rho of curvature vs variance, SGD vs "
                           "the exact linearisation", "Fig. 7a", c["ivfr_spearman_sgd"],
                           c["ivfr_spearman_exact"], c["ivfr_spearman_sgd_se"]))  # fmt: skip
@@ -221,15 +222,17 @@ FIGURES = {
     "spectra": Figure(plots.spectra, per_cell=True, caption=(
         "Sorted eigenvalues of the stationary SGD covariance on range(H) at the local minimum "
         "against the exact linearisation (Eq. 29, full Hessian, exact mini-batch noise), "
-        "App. A's Jacobian form (Gauss-Newton drift), detailed balance (Eq. 33) and the "
-        f"discrete-time recursion; {_ERR}; one figure per cell.")),
+        "App. A's Jacobian form (Gauss-Newton drift), detailed balance (Eq. 33), the "
+        "discrete-time recursion, and the exact linearisation and the recursion at the SGD "
+        f"mean (where SGD sits, O(lr) off the minimum); {_ERR}; one figure per cell.")),
     "ivfr": Figure(plots.ivfr, caption=(
         "Inverse variance-flatness relation (paper 000 Fig. 7a): curvature v^T H v along the "
         "eigenvectors v of the SGD covariance against their variance, log-log, one series per "
         f"cell, with the exact linearisation's (Eq. 29; lines); {_ERR}.")),
     "trace_vs_lr": Figure(plots.trace_vs_lr, caption=(
         "tr M of the SGD covariance against the learning rate, with the exact linearisation "
-        "(Eq. 29, continuous time), its discrete-time recursion and App. A's form; "
+        "(Eq. 29, continuous time) at the minimum and at the SGD mean, the discrete-time "
+        "recursions and App. A's form; "
         f"{_ERR}.")),
 }  # fmt: skip
 

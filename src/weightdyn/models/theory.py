@@ -54,6 +54,7 @@ __all__ = [
     "newton_minimum",
     "noise_covariance",
     "sample_hessians",
+    "smoothing_shift",
     "stationary_covariance",
 ]
 
@@ -422,6 +423,39 @@ def minibatch_stationary_covariance(
         f"the mini-batch second-moment recursion did not converge in {max_iter} steps "
         f"(last relative change {change:.2e}): lr = {lr} is near or beyond its stability limit"
     )
+
+
+def smoothing_shift(
+    model: Model,
+    X: ArrayLike,
+    Y: ArrayLike,
+    theta: ArrayLike,
+    M: ArrayLike,
+    *,
+    step: float = 1e-3,
+    rtol: float | None = None,
+    atol: float | None = None,
+) -> FloatArray:
+    """First-order stationary mean of SGD minus the minimum ``theta``::
+
+        m = -(1/2) H^+ grad tr(H M),
+
+    from ``E[grad L(theta + m + d)] = 0`` (exact for the stationary state of Eq. 11) with
+    ``d`` of covariance ``M = O(lr)``: SGD sits where the loss smoothed by its own
+    fluctuations, ``L + tr(H M) / 2``, is stationary. ``grad tr(H M) = sum_k mu_k
+    d^2/ds^2 grad L(theta + s v_k)`` (``mu_k, v_k`` the eigenpairs of ``M``) by central
+    differences of step ``step``; ``H^+`` on :func:`hessian_range`. The shift is large along
+    soft modes (``1 / omega``), where this first order is only a guide to its direction."""
+    X, theta, Y = model.check_inputs(X, theta, Y)
+    mu, V = np.linalg.eigh(0.5 * (np.asarray(M, dtype=float) + np.asarray(M, dtype=float).T))
+    g0 = model.gradient(X, Y, theta)
+    grad_trace = np.zeros_like(theta)
+    for k in np.flatnonzero(mu > 0):
+        d = step * V[:, k]
+        plus, minus = model.gradient(X, Y, theta + d), model.gradient(X, Y, theta - d)
+        grad_trace += mu[k] * (plus + minus - 2 * g0) / step**2
+    info = hessian_range(model.hessian(X, Y, theta), rtol, atol)
+    return -0.5 * info.Q @ ((info.Q.T @ grad_trace) / info.omega)
 
 
 # ------------------------------------------------- App. A: Jacobian linearisation

@@ -5,7 +5,8 @@ coordinate per axis; a bare cell file works too) and returns a Figure. Symbols a
 estimates with +-1 jackknife s.e. over (replica, time block) groups; lines are theories at the
 cell's local point: the exact linearisation (Eq. 29 with the full Hessian and the exact
 mini-batch noise, Eq. 14 with App. C), App. A's ``X -> J`` form (Gauss-Newton drift, Eqs.
-79-81), detailed balance (Eq. 33) and the discrete-time recursion of the local quadratic model.
+79-81), detailed balance (Eq. 33) and the discrete-time recursion of the local quadratic model;
+and the exact linearisation and the recursion at the SGD mean.
 Cells flagged by their checks are listed, not drawn.
 """
 
@@ -29,6 +30,8 @@ THEORY_LINES = {
     "detailed": (":", "C2", "detailed balance (Eq. 33)"),
     "discrete": ("-.", "C3", "discrete-time recursion"),
     "minibatch": ((0, (1, 1)), "C4", "discrete, mini-batch Hessian noise"),
+    "exact_mean": ("-", "C9", r"exact linearisation at the SGD mean $\bar\theta$"),
+    "discrete_mean": ((0, (5, 1, 1, 1)), "C6", r"discrete-time recursion at $\bar\theta$"),
 }
 BARS = r"$\pm$1 s.e. (jackknife over (replica, time block) groups)"
 #: the axes of a cell in the papers' symbols (cell_text's ``axis=value`` labels otherwise)
@@ -140,8 +143,9 @@ def spectra(ds: xr.Dataset) -> plt.Figure:
     left.set_xlabel("mode index $i$ (descending)")
     left.set_ylabel(r"eigenvalue $\mu_i$ of $M$ on range$(H)$")
     fig.legend(*left.get_legend_handles_labels(), frameon=False, fontsize=6.5, ncols=3,
-               loc="outside lower center", title="lines: theory at the local point, with the "
-               r"median $|\mu_i^{\rm th}/\mu_i^{\rm SGD} - 1|$", title_fontsize=6.5)  # fmt: skip
+               loc="outside lower center", title="lines: theory at the local minimum or at the "
+               r"SGD mean, with the median $|\mu_i^{\rm th}/\mu_i^{\rm SGD} - 1|$",
+               title_fontsize=6.5)  # fmt: skip
     for ax in (left, right):
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     right.axhline(0.0, color="0.6", lw=0.6)
@@ -156,7 +160,11 @@ def spectra(ds: xr.Dataset) -> plt.Figure:
         f"{float(c['trace_discrete']):.4g}\nresidual curvature "
         f"$\\|H - J^TJ/P\\| / \\|H\\|$ = {float(c['residual_curvature']):.2g}; "
         f"$\\dim\\,\\mathrm{{null}}(H)$ = {int(c['null_dim'])}; slowest relaxation "
-        f"{float(c['tau_slow']):.3g} steps"
+        f"{float(c['tau_slow']):.3g} steps\nSGD mean off the local minimum on range$(H)$: "
+        rf"$|\bar\theta - \theta_{{\rm loc}}| / |\theta_{{\rm loc}}|$ = "
+        f"{float(c['shift_mean']):.2g} (first order "
+        rf"$-H^+\nabla\mathrm{{tr}}(HM)/2$: {float(c['shift_predicted']):.2g}, cosine "
+        f"{float(c['shift_cosine']):.2f})"
     )
     title = fig.suptitle("", fontsize=7.5)
     state_bars(fig, title, "SGD " + BARS, f"{_title(c)}\n{extra}\n{{bars}}")
@@ -240,7 +248,7 @@ def trace_vs_lr(ds: xr.Dataset) -> plt.Figure:
         errorbar(ax, lr, col("trace_sgd"), yerr=col("trace_sgd_se"), fmt="o",
                  color="k" if len(series) == 1 else color, mfc="none", zorder=3,
                  label=f"SGD {_symbols(key)}".strip(), **SIM)  # fmt: skip
-        for name in ("exact", "discrete", "minibatch", "jacobian"):
+        for name in ("exact", "discrete", "minibatch", "jacobian", "exact_mean"):
             style, theory_color, label = THEORY_LINES[name]  # one group: the theory's colour
             ax.plot(lr, col(f"trace_{name}"), linestyle=style, lw=1.1,
                     color=theory_color if len(series) == 1 else color,
