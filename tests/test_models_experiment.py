@@ -10,7 +10,7 @@ import pytest
 
 from weightdyn import experiments, io, sweep
 from weightdyn.experiments import ConfigError
-from weightdyn.models import OneHidden, cell, theory
+from weightdyn.models import DeepLinear, Linear, OneHidden, cell, theory
 from weightdyn.models.experiment import OrthogonalTeacher
 
 SMALL = {"replicas": 4, "burn_tau": 3.0, "sample_tau": 30.0, "n_blocks": 2, "noise": 0.25}
@@ -114,7 +114,7 @@ def test_agreement_rows_and_figures_of_a_small_sweep() -> None:
     ds = merged({**ONE, "lr": [0.05, 0.1]})
     exp = experiments.get("one_hidden")
     rows = exp.agreement(ds, "t")
-    assert len(rows) == 2 * (7 + 6 + 1)  # spectra of 7 theories, 6 traces, the IVFR
+    assert len(rows) == 2 * (7 + 6 + 2)  # spectra of 7 theories, 6 traces, two IVFRs
     assert all("lr=" in row.figure for row in rows)
     for name in ("spectra", "ivfr", "trace_vs_lr"):
         fig = exp.figures[name].plot(ds if name != "spectra" else ds.isel(cell=[0]))
@@ -181,3 +181,22 @@ def test_replicas_in_different_minima_are_flagged() -> None:
         cell.check_one_basin(model, data, run_at(*near[:3], b.theta), a.theta, 1e-9, "burn-in")
     assert err.value.status == "multimodal"
     assert "3 at L" in str(err.value) and "1 at L" in str(err.value)
+
+
+def test_the_output_layer_ivfr_is_the_last_block() -> None:
+    """``last_layer`` addresses W_L (deep linear) and [W2, b2] (one hidden layer); for a
+    one-layer model on a full-rank H the layer IVFR is the IVFR of the whole covariance."""
+    deep = DeepLinear([3, 4, 5, 2])
+    theta = np.arange(deep.n_params, dtype=float)
+    assert np.array_equal(theta[deep.last_layer].reshape(2, 5, order="F"), deep.weights(theta)[-1])
+    one = OneHidden(3, 4, 2, "tanh")
+    W2 = one.weights(theta[: one.n_params])[1]
+    assert np.array_equal(theta[one.last_layer].reshape(W2.shape, order="F"), W2)
+    rng = np.random.default_rng(0)
+    A, B = rng.normal(size=(2, 6, 6))
+    cov, H = A @ A.T, B @ B.T + np.eye(6)
+    lam, V = np.linalg.eigh(cov)
+    whole = cell._ivfr(lam, np.einsum("ik,ij,jk->k", V, H, V))
+    got = cell.layer_ivfr(cov, np.eye(6), H, Linear(3, 2).last_layer)
+    assert np.allclose(got, whole, rtol=1e-12)
+    assert all(np.isnan(cell.layer_ivfr(cov, np.eye(6), H, None)))

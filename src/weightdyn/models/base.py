@@ -70,6 +70,12 @@ class Model(ABC):
 
     # ------------------------------------------------------------------ derived
 
+    @property
+    def last_layer(self) -> slice | None:
+        """Entries of ``theta`` that hold the output layer (the paper's ``W2``, whose
+        covariance Fig. 7a's IVFR is about), or None if the model has no layers."""
+        return None
+
     def random_theta(self, rng: np.random.Generator, scale: float = 1.0) -> FloatArray:
         """I.i.d. ``N(0, scale^2)`` parameters (override for fan-in scaling)."""
         return float(scale) * rng.standard_normal(self.n_params)

@@ -267,10 +267,26 @@ def _ivfr(variance: FloatArray, curvature: FloatArray) -> tuple[float, float]:
     return float(rho), float(slope)
 
 
-def sgd_statistics(sample: Any, Qr: FloatArray, Hr: FloatArray) -> dict[str, Any]:
-    """Eigenvalues of the SGD covariance on ``range(H)`` (``Qr`` its basis), its trace, and the
-    IVFR (curvature ``v^T H v`` along its eigenvectors ``v``), each with a jackknife error."""
+def layer_ivfr(cov: FloatArray, Qr: FloatArray, H: FloatArray, layer: slice | None) -> tuple:
+    """Fig. 7a's IVFR of the output layer: the eigenvalues of the ``layer`` block of ``cov``
+    projected onto ``range(H)`` (``Qr``) against the curvature ``v^T H_layer v`` along their
+    eigenvectors; Spearman rho and log-log slope (:func:`_ivfr`), NaN without layers."""
+    if layer is None:
+        return math.nan, math.nan
+    P = Qr @ Qr.T
+    block = (P @ cov @ P)[layer, layer]
+    lam, V = np.linalg.eigh(0.5 * (block + block.T))
+    return _ivfr(lam, np.einsum("ik,ij,jk->k", V, H[layer, layer], V))
+
+
+def sgd_statistics(
+    sample: Any, Qr: FloatArray, H: FloatArray, layer: slice | None = None
+) -> dict[str, Any]:
+    """Eigenvalues of the SGD covariance on ``range(H)`` (``Qr`` its basis), its trace, the
+    IVFR (curvature ``v^T H v`` along its eigenvectors ``v``) and the output layer's IVFR
+    (:func:`layer_ivfr`), each with a jackknife error."""
     k, r = Qr.shape
+    Hr = Qr.T @ H @ Qr
 
     def estimates(means: FloatArray) -> FloatArray:
         out = []
@@ -279,13 +295,15 @@ def sgd_statistics(sample: Any, Qr: FloatArray, Hr: FloatArray) -> dict[str, Any
             lam, V = lam[::-1], V[:, ::-1]
             curv = np.einsum("ik,ij,jk->k", V, Hr, V)
             rho, slope = _ivfr(lam, curv)
-            out.append(np.concatenate([lam, curv, [lam.sum(), rho, slope]]))
+            out.append(np.concatenate([lam, curv, [lam.sum(), rho, slope],
+                                       layer_ivfr(cov, Qr, H, layer)]))  # fmt: skip
         return np.array(out)
 
     est, se = jackknife_of_mean(estimates, _group_moments(sample))
     parts = {"eig": slice(0, r), "curv": slice(r, 2 * r)}
     result = {name: (est[s], se[s]) for name, s in parts.items()}
-    for j, name in enumerate(("trace", "ivfr_spearman", "ivfr_slope")):
+    names = ("trace", "ivfr_spearman", "ivfr_slope", "layer_ivfr_spearman", "layer_ivfr_slope")
+    for j, name in enumerate(names):
         result[name] = (est[2 * r + j], se[2 * r + j])
     return result
 
@@ -410,7 +428,7 @@ def cell_dataset(
     Qr, Hr = info.Q, info.Q.T @ th["local"].H @ info.Q
     theta_bar = sgd_mean(sample, theta_loc)
     th["M"].update(_theories_at_mean(model, data, theta_bar, Qr, params))
-    sim = sgd_statistics(sample, Qr, Hr)
+    sim = sgd_statistics(sample, Qr, th["local"].H, model.last_layer)
     spectra = {name: theory_spectra(M, Qr, Hr) for name, M in th["M"].items()}
     progress(
         f"tr M: SGD {sim['trace'][0]:.5g} +- {sim['trace'][1]:.2g}, exact "
@@ -421,6 +439,17 @@ def cell_dataset(
     ds = _spectra_dataset(sim, spectra)
     ds.update(_scalars(model, data, start, th, sample, theta_loc, info, tau, tau_fast, thin))
     ds.update(_mean_shift(model, data, th, theta_loc, theta_bar, Qr))
+    rho, slope = layer_ivfr(th["M"]["exact"], Qr, th["local"].H, model.last_layer)
+    ds["layer_ivfr_spearman_exact"] = (
+        (),
+        rho,
+        attrs("output layer's IVFR Spearman rho, exact linearisation", "1", "Fig. 7a, Eq. 29"),
+    )
+    ds["layer_ivfr_slope_exact"] = (
+        (),
+        slope,
+        attrs("output layer's IVFR log-log slope, exact linearisation", "1", "Fig. 7a, Eq. 29"),
+    )
     ds.update(_drift(sample, info, thin))
     ds["status"] = ((), 0, _status_attrs())
     return ds
@@ -435,8 +464,12 @@ def _spectra_dataset(sim: dict, spectra: dict) -> xr.Dataset:
     ds["curv_sgd"] = ("mode", sim["curv"][0], attrs("curvature v^T H v along eigenvectors of "
                       "the SGD covariance", "1", "IVFR, Fig. 7a"))  # fmt: skip
     ds["curv_sgd_se"] = ("mode", sim["curv"][1], attrs("jackknife s.e. of curv_sgd", "1", "jk"))
-    for name in ("trace", "ivfr_spearman", "ivfr_slope"):
-        ds[f"{name}_sgd"] = ((), sim[name][0], attrs(f"{name} of the SGD covariance", "1", "IVFR"))
+    for name in ("trace", "ivfr_spearman", "ivfr_slope", "layer_ivfr_spearman",
+                 "layer_ivfr_slope"):  # fmt: skip
+        text = f"{name} of the SGD covariance" + (
+            " (output layer's block on range(H), Fig. 7a)" if name.startswith("layer") else ""
+        )
+        ds[f"{name}_sgd"] = ((), sim[name][0], attrs(text, "1", "IVFR"))
         ds[f"{name}_sgd_se"] = ((), sim[name][1], attrs(f"jackknife s.e. of {name}", "1", "jk"))
     for name, spec in spectra.items():
         text, source = THEORIES[name]

@@ -202,6 +202,17 @@ def _cell_rows(c: xr.Dataset, name: str) -> list[Agreement]:
     rows.append(agreement(f"{name}ivfr", "IVFR Spearman rho of curvature vs variance, SGD vs "
                           "the exact linearisation", "Fig. 7a", c["ivfr_spearman_sgd"],
                           c["ivfr_spearman_exact"], c["ivfr_spearman_sgd_se"]))  # fmt: skip
+    rows.append(
+        agreement(
+            f"{name}layer ivfr",
+            "IVFR of the output layer's block (Fig. 7a's "
+            "cov(vec dW_L)): Spearman rho, SGD vs the exact linearisation",
+            "Fig. 7a",
+            c["layer_ivfr_spearman_sgd"],
+            c["layer_ivfr_spearman_exact"],
+            c["layer_ivfr_spearman_sgd_se"],
+        )
+    )
     return rows
 
 

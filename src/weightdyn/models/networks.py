@@ -64,6 +64,11 @@ class Linear(Model):
     def n_params(self) -> int:
         return self.n_in * self.n_out
 
+    @property
+    def last_layer(self) -> slice:
+        """The one layer ``vec(W)``."""
+        return slice(0, self.n_params)
+
     def weights(self, theta: ArrayLike) -> FloatArray:
         """``W`` of shape ``(N_o, N_i)`` from ``theta = vec(W)``."""
         return np.asarray(theta, dtype=float).reshape(self.n_out, self.n_in, order="F")
@@ -110,6 +115,11 @@ class DeepLinear(Model):
     @property
     def n_params(self) -> int:
         return int(self.offsets[-1])
+
+    @property
+    def last_layer(self) -> slice:
+        """``vec(W_L)``."""
+        return slice(int(self.offsets[-2]), int(self.offsets[-1]))
 
     def weights(self, theta: ArrayLike) -> list[FloatArray]:
         """``[W_1, ..., W_L]`` from ``theta``."""
@@ -242,6 +252,11 @@ class OneHidden(Model):
     @property
     def n_params(self) -> int:
         return self.n1 + self.n_out * (self.n_hidden + self.bias)
+
+    @property
+    def last_layer(self) -> slice:
+        """``vec(W2~) = [vec(W2); b2]``."""
+        return slice(self.n1, self.n_params)
 
     def weights(self, theta: ArrayLike) -> tuple[FloatArray, FloatArray]:
         """Augmented ``(W1~, W2~)`` of shapes ``(N_h, N_i + b)`` and ``(N_o, N_h + b)``."""
