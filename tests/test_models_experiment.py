@@ -51,6 +51,8 @@ def check_complete(ds) -> None:
         assert {"long_name", "units", "source"} <= set(var.attrs), name
     assert float(ds["grad_norm_local"]) <= 1e-9
     assert float(ds["shift_mean"]) >= 0 and -1 <= float(ds["shift_cosine"]) <= 1
+    for name in ("layer_eig_sgd", "layer_curv_sgd", "layer_eig_exact", "layer_ivfr_slope_sgd"):
+        assert np.all(np.isfinite(ds[name].values)), name
     # loose at this size (30 relaxation times of 4 replicas); the slow test is tight
     err = np.median(np.abs(ds["eig_exact"].values / ds["eig_sgd"].values - 1))
     assert err < 0.5
@@ -185,7 +187,7 @@ def test_replicas_in_different_minima_are_flagged() -> None:
 
 def test_the_output_layer_ivfr_is_the_last_block() -> None:
     """``last_layer`` addresses W_L (deep linear) and [W2, b2] (one hidden layer); for a
-    one-layer model on a full-rank H the layer IVFR is the IVFR of the whole covariance."""
+    one-layer model on a full-rank H the layer spectrum is that of the whole covariance."""
     deep = DeepLinear([3, 4, 5, 2])
     theta = np.arange(deep.n_params, dtype=float)
     assert np.array_equal(theta[deep.last_layer].reshape(2, 5, order="F"), deep.weights(theta)[-1])
@@ -196,7 +198,6 @@ def test_the_output_layer_ivfr_is_the_last_block() -> None:
     A, B = rng.normal(size=(2, 6, 6))
     cov, H = A @ A.T, B @ B.T + np.eye(6)
     lam, V = np.linalg.eigh(cov)
-    whole = cell._ivfr(lam, np.einsum("ik,ij,jk->k", V, H, V))
-    got = cell.layer_ivfr(cov, np.eye(6), H, Linear(3, 2).last_layer)
-    assert np.allclose(got, whole, rtol=1e-12)
-    assert all(np.isnan(cell.layer_ivfr(cov, np.eye(6), H, None)))
+    got = cell.layer_spectrum(cov, np.eye(6), H, Linear(3, 2).last_layer)
+    assert np.allclose(got[0], lam[::-1], rtol=1e-12)
+    assert np.allclose(got[1], np.einsum("ik,ij,jk->k", V, H, V)[::-1], rtol=1e-12)

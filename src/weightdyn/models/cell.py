@@ -267,45 +267,53 @@ def _ivfr(variance: FloatArray, curvature: FloatArray) -> tuple[float, float]:
     return float(rho), float(slope)
 
 
-def layer_ivfr(cov: FloatArray, Qr: FloatArray, H: FloatArray, layer: slice | None) -> tuple:
-    """Fig. 7a's IVFR of the output layer: the eigenvalues of the ``layer`` block of ``cov``
-    projected onto ``range(H)`` (``Qr``) against the curvature ``v^T H_layer v`` along their
-    eigenvectors; Spearman rho and log-log slope (:func:`_ivfr`), NaN without layers."""
-    if layer is None:
-        return math.nan, math.nan
+def layer_spectrum(
+    cov: FloatArray, Qr: FloatArray, H: FloatArray, layer: slice
+) -> tuple[FloatArray, FloatArray]:
+    """Fig. 7a's IVFR data of the output layer: the eigenvalues (descending) of the ``layer``
+    block of ``cov`` projected onto ``range(H)`` (``Qr``; the paper's projected
+    ``cov(vec dW2)``) and the curvature ``v^T H_layer v`` of the loss along their
+    eigenvectors ``v`` within the layer (Eq. 73's ``kappa_i``)."""
     P = Qr @ Qr.T
     block = (P @ cov @ P)[layer, layer]
     lam, V = np.linalg.eigh(0.5 * (block + block.T))
-    return _ivfr(lam, np.einsum("ik,ij,jk->k", V, H[layer, layer], V))
+    lam, V = lam[::-1], V[:, ::-1]
+    return lam, np.einsum("ik,ij,jk->k", V, H[layer, layer], V)
+
+
+def _spectrum_and_ivfr(lam: FloatArray, curv: FloatArray) -> FloatArray:
+    return np.concatenate([lam, curv, _ivfr(lam, curv)])
 
 
 def sgd_statistics(
     sample: Any, Qr: FloatArray, H: FloatArray, layer: slice | None = None
 ) -> dict[str, Any]:
-    """Eigenvalues of the SGD covariance on ``range(H)`` (``Qr`` its basis), its trace, the
-    IVFR (curvature ``v^T H v`` along its eigenvectors ``v``) and the output layer's IVFR
-    (:func:`layer_ivfr`), each with a jackknife error."""
+    """Eigenvalues of the SGD covariance on ``range(H)`` (``Qr`` its basis), its trace and the
+    IVFR (curvature ``v^T H v`` along its eigenvectors ``v``); with a ``layer``, the same of the
+    output layer's block (:func:`layer_spectrum`); each with a jackknife error."""
     k, r = Qr.shape
     Hr = Qr.T @ H @ Qr
+    b = 0 if layer is None else len(range(*layer.indices(k)))
 
     def estimates(means: FloatArray) -> FloatArray:
         out = []
         for cov in _covariances(means, k):
             lam, V = np.linalg.eigh(Qr.T @ cov @ Qr)
             lam, V = lam[::-1], V[:, ::-1]
-            curv = np.einsum("ik,ij,jk->k", V, Hr, V)
-            rho, slope = _ivfr(lam, curv)
-            out.append(np.concatenate([lam, curv, [lam.sum(), rho, slope],
-                                       layer_ivfr(cov, Qr, H, layer)]))  # fmt: skip
+            row = [_spectrum_and_ivfr(lam, np.einsum("ik,ij,jk->k", V, Hr, V)), [lam.sum()]]
+            if layer is not None:
+                row.append(_spectrum_and_ivfr(*layer_spectrum(cov, Qr, H, layer)))
+            out.append(np.concatenate(row))
         return np.array(out)
 
     est, se = jackknife_of_mean(estimates, _group_moments(sample))
-    parts = {"eig": slice(0, r), "curv": slice(r, 2 * r)}
-    result = {name: (est[s], se[s]) for name, s in parts.items()}
-    names = ("trace", "ivfr_spearman", "ivfr_slope", "layer_ivfr_spearman", "layer_ivfr_slope")
-    for j, name in enumerate(names):
-        result[name] = (est[2 * r + j], se[2 * r + j])
-    return result
+    parts = {"eig": slice(0, r), "curv": slice(r, 2 * r), "ivfr_spearman": 2 * r,
+             "ivfr_slope": 2 * r + 1, "trace": 2 * r + 2}  # fmt: skip
+    o = 2 * r + 3
+    if layer is not None:
+        parts |= {"layer_eig": slice(o, o + b), "layer_curv": slice(o + b, o + 2 * b),
+                  "layer_ivfr_spearman": o + 2 * b, "layer_ivfr_slope": o + 2 * b + 1}  # fmt: skip
+    return {name: (est[s], se[s]) for name, s in parts.items()}
 
 
 def theory_spectra(M: FloatArray, Qr: FloatArray, Hr: FloatArray) -> dict[str, FloatArray]:
@@ -439,17 +447,9 @@ def cell_dataset(
     ds = _spectra_dataset(sim, spectra)
     ds.update(_scalars(model, data, start, th, sample, theta_loc, info, tau, tau_fast, thin))
     ds.update(_mean_shift(model, data, th, theta_loc, theta_bar, Qr))
-    rho, slope = layer_ivfr(th["M"]["exact"], Qr, th["local"].H, model.last_layer)
-    ds["layer_ivfr_spearman_exact"] = (
-        (),
-        rho,
-        attrs("output layer's IVFR Spearman rho, exact linearisation", "1", "Fig. 7a, Eq. 29"),
-    )
-    ds["layer_ivfr_slope_exact"] = (
-        (),
-        slope,
-        attrs("output layer's IVFR log-log slope, exact linearisation", "1", "Fig. 7a, Eq. 29"),
-    )
+    if model.last_layer is not None:
+        exact = layer_spectrum(th["M"]["exact"], Qr, th["local"].H, model.last_layer)
+        ds.update(_layer_dataset(sim, exact))
     ds.update(_drift(sample, info, thin))
     ds["status"] = ((), 0, _status_attrs())
     return ds
@@ -464,12 +464,8 @@ def _spectra_dataset(sim: dict, spectra: dict) -> xr.Dataset:
     ds["curv_sgd"] = ("mode", sim["curv"][0], attrs("curvature v^T H v along eigenvectors of "
                       "the SGD covariance", "1", "IVFR, Fig. 7a"))  # fmt: skip
     ds["curv_sgd_se"] = ("mode", sim["curv"][1], attrs("jackknife s.e. of curv_sgd", "1", "jk"))
-    for name in ("trace", "ivfr_spearman", "ivfr_slope", "layer_ivfr_spearman",
-                 "layer_ivfr_slope"):  # fmt: skip
-        text = f"{name} of the SGD covariance" + (
-            " (output layer's block on range(H), Fig. 7a)" if name.startswith("layer") else ""
-        )
-        ds[f"{name}_sgd"] = ((), sim[name][0], attrs(text, "1", "IVFR"))
+    for name in ("trace", "ivfr_spearman", "ivfr_slope"):
+        ds[f"{name}_sgd"] = ((), sim[name][0], attrs(f"{name} of the SGD covariance", "1", "IVFR"))
         ds[f"{name}_sgd_se"] = ((), sim[name][1], attrs(f"jackknife s.e. of {name}", "1", "jk"))
     for name, spec in spectra.items():
         text, source = THEORIES[name]
@@ -480,6 +476,47 @@ def _spectra_dataset(sim: dict, spectra: dict) -> xr.Dataset:
         rho, slope = _ivfr(spec["eig"], spec["curv"])
         ds[f"ivfr_spearman_{name}"] = ((), rho, attrs(f"IVFR Spearman rho, {text}", "1", source))
         ds[f"ivfr_slope_{name}"] = ((), slope, attrs(f"IVFR log-log slope, {text}", "1", source))
+    return ds
+
+
+def _layer_dataset(sim: dict, exact: tuple[FloatArray, FloatArray]) -> xr.Dataset:
+    """The output layer's IVFR (Fig. 7a, Eq. 73): SGD's block spectrum and curvatures with
+    their s.e. and the exact linearisation's, along ``layer_mode``."""
+    b = exact[0].size
+    src, text = "Fig. 7a, Eq. 73", "of the output layer's block of the covariance on range(H)"
+    ds = xr.Dataset(
+        coords={
+            "layer_mode": (
+                "layer_mode",
+                np.arange(b),
+                attrs("output-layer mode rank", "1", "sorted"),
+            )
+        }
+    )
+    values = {
+        "layer_eig_sgd": (sim["layer_eig"][0], f"eigenvalue {text}, SGD"),
+        "layer_eig_sgd_se": (sim["layer_eig"][1], "jackknife s.e. of layer_eig_sgd"),
+        "layer_curv_sgd": (sim["layer_curv"][0], "curvature v^T H v along its eigenvectors, SGD"),
+        "layer_curv_sgd_se": (sim["layer_curv"][1], "jackknife s.e. of layer_curv_sgd"),
+        "layer_eig_exact": (exact[0], f"eigenvalue {text}, exact linearisation (Eq. 29)"),
+        "layer_curv_exact": (exact[1], "curvature along its eigenvectors, exact linearisation"),
+    }  # fmt: skip
+    for name, (value, long_name) in values.items():
+        ds[name] = ("layer_mode", value, attrs(long_name, "1", src))
+    rho, slope = _ivfr(*exact)
+    scalars = {
+        "layer_ivfr_spearman_sgd": sim["layer_ivfr_spearman"][0],
+        "layer_ivfr_spearman_sgd_se": sim["layer_ivfr_spearman"][1],
+        "layer_ivfr_slope_sgd": sim["layer_ivfr_slope"][0],
+        "layer_ivfr_slope_sgd_se": sim["layer_ivfr_slope"][1],
+        "layer_ivfr_spearman_exact": rho,
+        "layer_ivfr_slope_exact": slope,
+    }
+    for name, value in scalars.items():
+        what = "Spearman rho" if "spearman" in name else "log-log slope"
+        kind = "jackknife s.e. of the " if name.endswith("_se") else ""
+        who = "exact linearisation" if "exact" in name else "SGD"
+        ds[name] = ((), value, attrs(f"{kind}output layer's IVFR {what}, {who}", "1", src))
     return ds
 
 

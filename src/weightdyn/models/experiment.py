@@ -205,12 +205,12 @@ def _cell_rows(c: xr.Dataset, name: str) -> list[Agreement]:
     rows.append(
         agreement(
             f"{name}layer ivfr",
-            "IVFR of the output layer's block (Fig. 7a's "
-            "cov(vec dW_L)): Spearman rho, SGD vs the exact linearisation",
-            "Fig. 7a",
-            c["layer_ivfr_spearman_sgd"],
-            c["layer_ivfr_spearman_exact"],
-            c["layer_ivfr_spearman_sgd_se"],
+            "IVFR of the output layer's block (Fig. 7a's cov(vec dW_L)): log-log slope of "
+            "curvature vs variance, SGD vs the exact linearisation",
+            "Fig. 7a, Eq. 73",
+            c["layer_ivfr_slope_sgd"],
+            c["layer_ivfr_slope_exact"],
+            c["layer_ivfr_slope_sgd_se"],
         )
     )
     return rows

@@ -178,37 +178,53 @@ def spectra(ds: xr.Dataset) -> plt.Figure:
 def ivfr(ds: xr.Dataset) -> plt.Figure:
     """IVFR (Fig. 7a): curvature ``v_i^T H v_i`` along the eigenvectors ``v_i`` of the SGD
     covariance against their variance ``mu_i``, log-log, one colour per cell; lines: the same
-    from the exact linearisation's covariance. Legend: Spearman rho and log-log slope, +-1 s.e."""
+    from the exact linearisation's covariance. Left: all of range(H); right (models with
+    layers): the output layer's block, the paper's projected ``cov(vec dW2)`` (Eq. 73:
+    ``kappa_i`` proportional to ``mu_i`` at depth 2). Legends: Spearman rho and log-log slope,
+    +-1 s.e."""
     if (fig := _no_cells(ds)) is not None:
         return fig
     cells = cells_of(ds)
-    fig, ax = plt.subplots(figsize=(6.0, 4.4), layout="constrained")
+    panels = [("", r"on range$(H)$: $\mu_i$ of $M$")]
+    if all("layer_eig_sgd" in c for c in cells):
+        cells = [c.dropna("layer_mode", how="all", subset=["layer_eig_sgd"]) for c in cells]
+        panels.append(("layer_", r"output layer $W_L$ (Fig. 7a's cov(vec $\delta W_2$))"))
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.0 * len(panels) + 1.0, 4.4),
+                             layout="constrained", squeeze=False)  # fmt: skip
+    for ax, (prefix, what) in zip(axes[0], panels, strict=True):
+        _ivfr_panel(ax, cells, prefix)
+        ax.set_title(what, fontsize=7.5)
+    title = fig.suptitle("", fontsize=7.5)
+    bars = "SGD " + BARS + r" in $\mu_i$ and $v_i^THv_i$"
+    state_bars(fig, title, bars, f"IVFR (paper 000 Fig. 7a)\n{{bars}}{_flag_note(ds)}")
+    return fig
+
+
+def _ivfr_panel(ax, cells: list[xr.Dataset], prefix: str) -> None:
+    """One IVFR panel from the ``{prefix}eig_*`` / ``{prefix}curv_*`` variables."""
     for k, c in enumerate(cells):
         color = f"C{k % 10}"
         text = _label(c, cells) or "SGD"
         label = (
-            f"{text}: $\\rho$ = {float(c['ivfr_spearman_sgd']):.2f} $\\pm$ "
-            f"{float(c['ivfr_spearman_sgd_se']):.2f}, slope "
-            f"{float(c['ivfr_slope_sgd']):.2f} $\\pm$ {float(c['ivfr_slope_sgd_se']):.2f}"
+            f"{text}: $\\rho$ = {float(c[f'{prefix}ivfr_spearman_sgd']):.2f} $\\pm$ "
+            f"{float(c[f'{prefix}ivfr_spearman_sgd_se']):.2f}, slope "
+            f"{float(c[f'{prefix}ivfr_slope_sgd']):.2f} $\\pm$ "
+            f"{float(c[f'{prefix}ivfr_slope_sgd_se']):.2f}"
         )
-        errorbar(ax, c["eig_sgd"].values, c["curv_sgd"].values, xerr=c["eig_sgd_se"].values,
-                 yerr=c["curv_sgd_se"].values, fmt="o", color=color, mfc="none", label=label,
-                 **SIM)  # fmt: skip
-        ax.plot(c["eig_exact"].values, c["curv_exact"].values, "x-", color=color, lw=0.5, ms=3)
+        errorbar(ax, c[f"{prefix}eig_sgd"].values, c[f"{prefix}curv_sgd"].values,
+                 xerr=c[f"{prefix}eig_sgd_se"].values, yerr=c[f"{prefix}curv_sgd_se"].values,
+                 fmt="o", color=color, mfc="none", label=label, **SIM)  # fmt: skip
+        ax.plot(c[f"{prefix}eig_exact"].values, c[f"{prefix}curv_exact"].values, "x-",
+                color=color, lw=0.5, ms=3)  # fmt: skip
     ax.plot([], [], "x-", color="0.3", lw=0.5, ms=3,
             label="exact linearisation (Eq. 29), same cell, modes joined in order")  # fmt: skip
     ax.set_xscale("log")
     ax.set_yscale("log")
     for axis in (ax.xaxis, ax.yaxis):
         _log_labels(axis)
-    ax.set_xlabel(r"variance $\mu_i$ (eigenvalue of the SGD covariance $M$)")
+    ax.set_xlabel(r"variance $\mu_i$ (eigenvalue of the SGD covariance)")
     ax.set_ylabel(r"curvature $v_i^T H v_i$")
     ax.legend(frameon=False, fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.14))
-    title = ax.set_title("", fontsize=7.5)
-    what = "SGD " + BARS + r" in $\mu_i$ and $v_i^THv_i$"
-    state_bars(fig, title, what, f"IVFR (paper 000 Fig. 7a)\n{{bars}}{_flag_note(ds)}",
-               newline=True)  # fmt: skip
-    return fig
 
 
 # -------------------------------------------------------------------------------- trace
