@@ -25,7 +25,7 @@ __all__ = ["ivfr", "spectra", "trace_vs_lr"]
 
 SIM = {"ms": 3.0, "capsize": 1.5, "lw": 0, "elinewidth": 0.8}
 THEORY_LINES = {
-    "exact": ("-", "k", "exact linearisation (Eq. 29)"),
+    "exact": ("-", "k", "exact linearisation at the minimum (Eq. 29)"),
     "jacobian": ("--", "C1", r"App. A: $X \to J$ (Gauss-Newton)"),
     "detailed": (":", "C2", "detailed balance (Eq. 33)"),
     "discrete": ("-.", "C3", "discrete-time recursion"),
@@ -103,8 +103,12 @@ def _label(c: xr.Dataset, cells: list[xr.Dataset]) -> str:
 
 
 def _log_labels(axis) -> None:
-    """Label a log axis at 2 and 5 times each power of ten too (an axis spanning about one
-    decade otherwise shows a single number)."""
+    """Label a log axis at 2 and 5 times each power of ten too if it spans two decades or less
+    (an axis spanning about one decade otherwise shows a single number; a wider one has
+    enough powers of ten, and the extra labels would collide)."""
+    lo, hi = sorted(axis.get_view_interval())
+    if lo <= 0 or hi / lo > 100.0:
+        return
     axis.set_minor_locator(LogLocator(subs=(2.0, 5.0)))
     axis.set_minor_formatter(
         LogFormatterSciNotation(labelOnlyBase=False, minor_thresholds=(np.inf, np.inf))
@@ -205,11 +209,12 @@ def _ivfr_panel(ax, cells: list[xr.Dataset], prefix: str) -> None:
     for k, c in enumerate(cells):
         color = f"C{k % 10}"
         text = _label(c, cells) or "SGD"
+        rho_se = float(c[f"{prefix}ivfr_spearman_sgd_se"])
+        rho_se = f"$\\pm$ {rho_se:.2g}" if rho_se > 1e-9 else "(same ranks in every jackknife sample)"
         label = (
-            f"{text}: $\\rho$ = {float(c[f'{prefix}ivfr_spearman_sgd']):.2f} $\\pm$ "
-            f"{float(c[f'{prefix}ivfr_spearman_sgd_se']):.2f}, slope "
+            f"{text}: $\\rho$ = {float(c[f'{prefix}ivfr_spearman_sgd']):.2f} {rho_se}, slope "
             f"{float(c[f'{prefix}ivfr_slope_sgd']):.2f} $\\pm$ "
-            f"{float(c[f'{prefix}ivfr_slope_sgd_se']):.2f}"
+            f"{float(c[f'{prefix}ivfr_slope_sgd_se']):.2g}"
         )
         errorbar(ax, c[f"{prefix}eig_sgd"].values, c[f"{prefix}curv_sgd"].values,
                  xerr=c[f"{prefix}eig_sgd_se"].values, yerr=c[f"{prefix}curv_sgd_se"].values,
@@ -220,6 +225,7 @@ def _ivfr_panel(ax, cells: list[xr.Dataset], prefix: str) -> None:
             label="exact linearisation (Eq. 29), same cell, modes joined in order")  # fmt: skip
     ax.set_xscale("log")
     ax.set_yscale("log")
+    ax.autoscale_view()
     for axis in (ax.xaxis, ax.yaxis):
         _log_labels(axis)
     ax.set_xlabel(r"variance $\mu_i$ (eigenvalue of the SGD covariance)")
