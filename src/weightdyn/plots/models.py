@@ -209,8 +209,8 @@ def _ivfr_panel(ax, cells: list[xr.Dataset], prefix: str) -> None:
     for k, c in enumerate(cells):
         color = f"C{k % 10}"
         text = _label(c, cells) or "SGD"
-        rho_se = float(c[f"{prefix}ivfr_spearman_sgd_se"])
-        rho_se = f"$\\pm$ {rho_se:.2g}" if rho_se > 1e-9 else "(same ranks in every jackknife sample)"
+        se = float(c[f"{prefix}ivfr_spearman_sgd_se"])
+        rho_se = f"$\\pm$ {se:.2g}" if se > 1e-9 else "(same ranks in every jackknife sample)"
         label = (
             f"{text}: $\\rho$ = {float(c[f'{prefix}ivfr_spearman_sgd']):.2f} {rho_se}, slope "
             f"{float(c[f'{prefix}ivfr_slope_sgd']):.2f} $\\pm$ "
