@@ -13,7 +13,9 @@ Protocol (paper 000 App. A and the local protocol of the two-layer experiment, i
    the random initialisation itself (``init = random``) and run ``burn_tau`` slowest relaxation
    times ``tau = 1 / (lr omega_min)`` (steps; ``omega_min`` the smallest non-zero Hessian
    eigenvalue at ``theta*``).
-4. **Local point**: the minimum nearest the replicas' mean at the end of the burn-in
+4. **Local point**: every replica's mean must lie in one minimum (or on one manifold of
+   minima: the same loss), else the cell is ``multimodal`` (checked again after sampling);
+   then the minimum nearest the replicas' mean at the end of the burn-in
    (Newton on the range of ``H``). For an isolated minimum it is ``theta*``; for a deep linear
    network SGD has moved along the manifold of minima (the ``GL(N_l)`` symmetry) and the theory
    is evaluated where SGD sits.
@@ -33,8 +35,8 @@ Protocol (paper 000 App. A and the local protocol of the two-layer experiment, i
 
 A cell whose set-up fails a check (no minimum found, not underparameterised, ``lr`` beyond the
 local stability limit, a relaxation time too long for ``max_steps``, diverged replicas, replicas
-that settle in different minima) returns
-a flagged dataset (``status`` names the reason, NaN elsewhere) instead of stopping the sweep.
+that settle in different minima) returns a flagged dataset (``status`` names the reason, NaN
+elsewhere) instead of stopping the sweep.
 """
 
 from __future__ import annotations
