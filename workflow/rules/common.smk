@@ -98,7 +98,8 @@ def cell_threads(w):
     free at once, which the scheduler reaches only when no one-thread job is left: in a paper run
     on 2 cores eleven such cells started 75 min in and then ran one at a time."""
     threads = cell_request(w, 1).get("threads", 1)
-    return threads if workflow.non_local_exec or workflow.cores >= 4 else 1
+    cluster = workflow.non_local_exec or workflow.remote_exec  # submitting, or inside a job
+    return threads if cluster or workflow.cores >= 4 else 1
 
 
 def sweep_source(name):
