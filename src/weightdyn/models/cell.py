@@ -181,10 +181,7 @@ def simulate(
     if burn.diverged.any():
         raise CellFailed("diverged", f"{int(burn.diverged.sum())} of {R} replicas diverged")
     check_one_basin(model, data, burn, start, params["gtol"], "burn-in")
-    mean = start + burn.sum_d.sum(axis=(0, 1)) / burn.n_records.sum()
-    local = theory.newton_minimum(model, data.X, data.Y, mean, gtol=params["gtol"])
-    if not local.converged:  # Newton stalled (a flat basin): the full search from the mean
-        local = theory.find_minimum(model, data.X, data.Y, mean, params["gtol"], strict=False)
+    local = _nearest_minimum(model, data, sgd_mean(burn, start), params["gtol"])
     if not local.converged:
         raise CellFailed("no_minimum", f"no local minimum: |grad L| = {local.grad_norm:.2e}")
     n_sample = _steps(tau, params["sample_tau"], thin * n_blocks, cap)
@@ -203,19 +200,25 @@ def simulate(
 BASIN_RTOL = 1e-7
 
 
+def _nearest_minimum(
+    model: Model, data: Data, theta: FloatArray, gtol: float
+) -> theory.MinimumResult:
+    """The minimum of the basin ``theta`` lies in (Newton); where Newton stalls (a flat basin),
+    the full search from ``theta``. Check ``converged``."""
+    res = theory.newton_minimum(model, data.X, data.Y, theta, gtol=gtol)
+    if res.converged:
+        return res
+    return theory.find_minimum(model, data.X, data.Y, theta, gtol, strict=False)
+
+
 def _replica_minima_losses(
     model: Model, data: Data, run: Any, theta_ref: FloatArray, gtol: float
 ) -> FloatArray:
     """Loss at the minimum nearest each replica's mean over ``run`` (NaN where none is
     found): equal for replicas in one basin, or on one manifold of minima."""
     means = theta_ref + run.sum_d.sum(axis=1) / run.n_records.sum(axis=1)[:, None]
-    losses = []
-    for mean in means:
-        res = theory.newton_minimum(model, data.X, data.Y, mean, gtol=gtol)
-        if not res.converged:
-            res = theory.find_minimum(model, data.X, data.Y, mean, gtol, strict=False)
-        losses.append(res.loss if res.converged else math.nan)
-    return np.array(losses)
+    minima = [_nearest_minimum(model, data, mean, gtol) for mean in means]
+    return np.array([res.loss if res.converged else math.nan for res in minima])
 
 
 def check_one_basin(
@@ -364,9 +367,10 @@ def _theories(model: Model, data: Data, theta: FloatArray, p: Mapping[str, Any])
     return {"local": exact, "M": Ms, "gn": gn, "local_lr": float(p["lr"])}
 
 
-def sgd_mean(sample: Any, theta_ref: FloatArray) -> FloatArray:
-    """``theta_bar``: the sampled mean over all replicas and records."""
-    return theta_ref + sample.sum_d.sum(axis=(0, 1)) / sample.n_records.sum()
+def sgd_mean(run: Any, theta_ref: FloatArray) -> FloatArray:
+    """``theta_bar``: the mean of a run over all replicas and records (``run.sum_d`` holds the
+    sums of ``theta - theta_ref``)."""
+    return theta_ref + run.sum_d.sum(axis=(0, 1)) / run.n_records.sum()
 
 
 def _theories_at_mean(
@@ -486,15 +490,8 @@ def _layer_dataset(sim: dict, exact: tuple[FloatArray, FloatArray]) -> xr.Datase
     their s.e. and the exact linearisation's, along ``layer_mode``."""
     b = exact[0].size
     src, text = "Fig. 7a, Eq. 73", "of the output layer's block of the covariance on range(H)"
-    ds = xr.Dataset(
-        coords={
-            "layer_mode": (
-                "layer_mode",
-                np.arange(b),
-                attrs("output-layer mode rank", "1", "sorted"),
-            )
-        }
-    )
+    mode = ("layer_mode", np.arange(b), attrs("output-layer mode rank", "1", "sorted"))
+    ds = xr.Dataset(coords={"layer_mode": mode})
     values = {
         "layer_eig_sgd": (sim["layer_eig"][0], f"eigenvalue {text}, SGD"),
         "layer_eig_sgd_se": (sim["layer_eig"][1], "jackknife s.e. of layer_eig_sgd"),
