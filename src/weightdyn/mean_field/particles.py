@@ -18,7 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from weightdyn.mean_field.model import Measure, Unit
+from weightdyn.mean_field import tanh_kernels
+from weightdyn.mean_field.model import Measure, TanhUnit, Unit
 
 
 def uniform_weights(W: np.ndarray) -> np.ndarray:
@@ -60,10 +61,22 @@ def velocity(
     return -grad, lap
 
 
+def residual_and_velocity(
+    unit: Unit, W: np.ndarray, q: np.ndarray, measure: Measure, f_values: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(f(W, x_m) - f(x_m), -grad u(w_n))``: the residual (Eq. 2) and the particle velocity
+    (Eqs. 9-10) with ``rho = mu_m * residual_m``; compiled for the tanh unit
+    (:mod:`weightdyn.mean_field.tanh_kernels`), numpy otherwise."""
+    if isinstance(unit, TanhUnit):
+        return tanh_kernels.residual_and_velocity(W, q, measure.x, measure.weights, f_values)
+    r = residual(unit, W, q, measure, f_values)
+    v, _ = velocity(unit, W, measure.weights * r, measure.x)
+    return r, v
+
+
 def dissipation(unit: Unit, W: np.ndarray, q: np.ndarray, measure: Measure, f_values: np.ndarray):
     """int p |grad u|^2 dw = sum_n q_n |grad u(w_n)|^2, i.e. -dL_mf/dt of Eq. (12)."""
-    rho = measure.weights * residual(unit, W, q, measure, f_values)
-    v, _ = velocity(unit, W, rho, measure.x)
+    _, v = residual_and_velocity(unit, W, q, measure, f_values)
     return np.einsum("...n,...n->...", q, (v * v).sum(-1))
 
 
@@ -78,11 +91,10 @@ class State:
 
 
 def _rates(unit: Unit, s: State, measure: Measure, f_values: np.ndarray):
-    rho = measure.weights * residual(unit, s.W, s.q, measure, f_values)
-    vW, _ = velocity(unit, s.W, rho, measure.x)
+    r, vW = residual_and_velocity(unit, s.W, s.q, measure, f_values)
     if s.Z is None:
         return vW, None, None
-    vZ, lap = velocity(unit, s.Z, rho, measure.x, laplacian=True)
+    vZ, lap = velocity(unit, s.Z, measure.weights * r, measure.x, laplacian=True)
     return vW, vZ, lap
 
 

@@ -485,6 +485,40 @@ def _add_sample(K, w, x, y, a):
 
 
 @njit(cache=True, boundscheck=False, fastmath={"reassoc", "contract"}, inline="always")
+def _add_samples(K, w, X, Y, rows, a):
+    """``K += sum_k a[k] (y_k - w x_k) x_k^T`` over the samples ``rows`` (Eqs. 41, 52).
+
+    Samples go four at a time: four residuals share each load of ``w``, and ``K`` takes four
+    rows per load and store (the loads and stores, not the multiply-adds, bound this loop);
+    the remainder goes one by one (:func:`_add_sample`).
+    """
+    n = rows.shape[0]
+    N_o, N_i = K.shape
+    n4 = n - n % 4
+    for k in range(0, n4, 4):
+        m0, m1, m2, m3 = rows[k], rows[k + 1], rows[k + 2], rows[k + 3]
+        x0, x1, x2, x3 = X[m0], X[m1], X[m2], X[m3]
+        for o in range(N_o):
+            wo = w[o]
+            s0 = s1 = s2 = s3 = 0.0
+            for i in range(N_i):
+                wi = wo[i]
+                s0 += wi * x0[i]
+                s1 += wi * x1[i]
+                s2 += wi * x2[i]
+                s3 += wi * x3[i]
+            e0 = a[k] * (Y[m0, o] - s0)
+            e1 = a[k + 1] * (Y[m1, o] - s1)
+            e2 = a[k + 2] * (Y[m2, o] - s2)
+            e3 = a[k + 3] * (Y[m3, o] - s3)
+            Ko = K[o]
+            for i in range(N_i):
+                Ko[i] += (e0 * x0[i] + e1 * x1[i]) + (e2 * x2[i] + e3 * x3[i])
+    for k in range(n4, n):
+        _add_sample(K, w, X[rows[k]], Y[rows[k]], a[k])
+
+
+@njit(cache=True, boundscheck=False, fastmath={"reassoc", "contract"}, inline="always")
 def _layer_step(w1, w2, w, K, d2):
     """One replica's update ``W2 += K W1^T, W1 += W2^T K`` (both from the old weights), in place.
 
@@ -598,6 +632,7 @@ def sgd_kernel(
     for r in prange(R):
         idx = np.empty(S, np.int64)
         u = np.empty(S, np.float64)
+        a = np.full(S, c)
         K = np.empty(Wp.shape[1:], np.float64)
         d2 = np.empty(Wp.shape[1], np.float64)
         w1, w2, w = W1[r], W2[r], Wp[r]
@@ -609,8 +644,7 @@ def sgd_kernel(
                 u[s] = uniform(key, base + np.uint64(s))
             draw_batch(u, P, with_replacement, perm[r], idx)  # App. C sampling
             K[:] = 0.0
-            for s in range(S):
-                _add_sample(K, w, X[idx[s]], Y[idx[s]], c)
+            _add_samples(K, w, X, Y, idx, a)
             _layer_step(w1, w2, w, K, d2)
             if (t + 1) % thin == 0:
                 if not _record(r, k_rec, w1, w2, w, w_star, bound2, rec1, rec2, diag):
@@ -645,6 +679,8 @@ def sgf_kernel(
     bound2 = bound * bound
     for r in prange(R):
         z = np.empty(P, np.float64)
+        a = np.empty(P, np.float64)
+        rows = np.arange(P)
         K = np.empty(Wp.shape[1:], np.float64)
         d2 = np.empty(Wp.shape[1], np.float64)
         w1, w2, w = W1[r], W2[r], Wp[r]
@@ -658,9 +694,10 @@ def sgf_kernel(
             for mu in range(P):
                 z_mean += z[mu]
             z_mean /= P
-            K[:] = 0.0
             for mu in range(P):
-                _add_sample(K, w, X[mu], Y[mu], drift + amp * (z[mu] - z_mean))
+                a[mu] = drift + amp * (z[mu] - z_mean)
+            K[:] = 0.0
+            _add_samples(K, w, X, Y, rows, a)
             _layer_step(w1, w2, w, K, d2)
             if (t + 1) % thin == 0:
                 if not _record(r, k_rec, w1, w2, w, w_star, bound2, rec1, rec2, diag):
