@@ -80,6 +80,23 @@ def test_euler_step_is_gradient_descent_with_learning_rate_N_dt():
     np.testing.assert_allclose(stepped, W - n * dt * grad, rtol=0, atol=1e-9)
 
 
+@pytest.mark.parametrize("lead", [(), (1,), (5,), (2, 3)])
+def test_compiled_tanh_rates_equal_the_numpy_route(lead):
+    """The compiled residual and velocity of the tanh unit (one tanh table per evaluation)
+    equal the numpy route (Eq. 2 residual, Eq. 9 velocity) for any batch of states, with
+    unequal particle weights."""
+    rng = np.random.default_rng(3)
+    W = rng.normal(size=(*lead, 9, 3)) * 2.0
+    q = rng.random((*lead, 9))
+    q /= q.sum(-1, keepdims=True)
+    r_fast, v_fast = particles.residual_and_velocity(UNIT, W, q, MEASURE, F)
+    r = particles.residual(UNIT, W, q, MEASURE, F)
+    v, _ = particles.velocity(UNIT, W, MEASURE.weights * r, MEASURE.x)
+    assert r_fast.shape == r.shape and v_fast.shape == W.shape
+    np.testing.assert_allclose(r_fast, r, rtol=0, atol=1e-14 * np.abs(r).max())
+    np.testing.assert_allclose(v_fast, v, rtol=0, atol=1e-14 * np.abs(v).max())
+
+
 def test_second_variation_matches_finite_differences():
     """v.Hess_W L.v (Gauss-Newton + residual curvature) against d^2/ds^2 L(W + s v)."""
     state = _networks(9, 2, "test/hessian")
