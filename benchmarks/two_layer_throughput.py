@@ -4,7 +4,9 @@ Usage: python benchmarks/two_layer_throughput.py [--steps 4000] [--ref-steps 300
 
 Problem size as in paper 000, Fig. 7a: N_i = 50, N_h = 40, N_o = 1, P = 200, S = 10; R = 64
 replicas. Prints replica-steps per second of
-  * the bare kernel ``sgd_kernel`` (after a warm-up call that compiles / loads the cache),
+  * the bare kernel ``sgd_kernel`` (after a warm-up call that compiles / loads the cache; its
+    counter-based random numbers included),
+  * the SGF kernel ``sgf_kernel`` (Eqs. 51-52: all P samples and P normals per step),
   * ``run_sgd_two_layer`` end to end (uniforms + kernel + traces + moments of dW2 only and of
     all weights, thin = 10),
   * ``sgd_reference_chain`` (a single chain, plain numpy per step, same run),
@@ -22,6 +24,7 @@ import numba
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from weightdyn.counter_rng import replica_keys
 from weightdyn.two_layer.data import two_layer_data
 from weightdyn.two_layer.simulate import (
     batch_indices_from_uniforms,
@@ -31,6 +34,7 @@ from weightdyn.two_layer.simulate import (
     run_sgd_two_layer,
     sgd_kernel,
     sgd_reference_chain,
+    sgf_kernel,
 )
 
 
@@ -73,21 +77,23 @@ def main() -> None:
         t0 = time.perf_counter()
         A1, A2 = W1s.copy(), W2s.copy()
         product_kernel(A1, A2, Wp)
-        u = rng.random((2, R, S))
-        sgd_kernel(X, Y, A1, A2, Wp, args.lr, u, True, perm, 3, e1, e2, diag, gf.w_star, 1e12)
+        keys = replica_keys(rng, R)
+        sgd_kernel(
+            X, Y, A1, A2, Wp, args.lr, S, True, perm, keys, 0, 2, 3, e1, e2, diag, gf.w_star, 1e12
+        )  # fmt: skip
+        sgf_kernel(X, Y, A1, A2, Wp, 1e-3, 1e-3, keys, 0, 2, 3, e1, e2, diag, gf.w_star, 1e12)
         print(f"warm-up (compile/cache load): {time.perf_counter() - t0:.2f} s")
 
         kernel_rate = 0.0
         for sampling in ("with", "without"):
-            u = rng.random((args.steps, R, S))
             times = []
             for _ in range(args.repeats):
                 A1, A2 = W1s.copy(), W2s.copy()
                 product_kernel(A1, A2, Wp)
                 t0 = time.perf_counter()
                 sgd_kernel(
-                    X, Y, A1, A2, Wp, args.lr, u, sampling == "with", perm, args.steps + 1,
-                    e1, e2, diag, gf.w_star, 1e12,
+                    X, Y, A1, A2, Wp, args.lr, S, sampling == "with", perm, keys, 0, args.steps,
+                    args.steps + 1, e1, e2, diag, gf.w_star, 1e12,
                 )  # fmt: skip
                 times.append(time.perf_counter() - t0)
             rate = args.steps * R / min(times)
@@ -97,6 +103,23 @@ def main() -> None:
             )
             if sampling == "with":
                 kernel_rate = rate
+
+        # SGF (Euler-Maruyama, dt = lr): every sample and P normals per step
+        sgf_steps = max(1, args.steps * S // P)
+        times = []
+        for _ in range(args.repeats):
+            A1, A2 = W1s.copy(), W2s.copy()
+            product_kernel(A1, A2, Wp)
+            t0 = time.perf_counter()
+            sgf_kernel(
+                X, Y, A1, A2, Wp, args.lr / P, np.sqrt(args.lr * args.lr / (S * P)), keys, 0,
+                sgf_steps, sgf_steps + 1, e1, e2, diag, gf.w_star, 1e12,
+            )  # fmt: skip
+            times.append(time.perf_counter() - t0)
+        print(
+            f"sgf_kernel     best {min(times) * 1e3:8.1f} ms / {sgf_steps} steps "
+            f"-> {sgf_steps * R / min(times):.3e} replica-steps/s"
+        )
 
         # end to end, including uniforms, traces and moment accumulation
         for moments in ("W2", "all"):
