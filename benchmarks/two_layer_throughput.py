@@ -19,6 +19,7 @@ import argparse
 import os
 import platform
 import time
+from collections.abc import Callable
 
 import numba
 import numpy as np
@@ -36,6 +37,25 @@ from weightdyn.two_layer.simulate import (
     sgd_reference_chain,
     sgf_kernel,
 )
+
+
+def _kernel_seconds(
+    run: Callable[[np.ndarray, np.ndarray], object],
+    W1s: np.ndarray,
+    W2s: np.ndarray,
+    Wp: np.ndarray,
+    repeats: int,
+) -> list[float]:
+    """Wall seconds of ``repeats`` calls ``run(W1, W2)``, each on fresh copies of the replicas'
+    weights (``Wp`` reset to their products)."""
+    times = []
+    for _ in range(repeats):
+        A1, A2 = W1s.copy(), W2s.copy()
+        product_kernel(A1, A2, Wp)
+        t0 = time.perf_counter()
+        run(A1, A2)
+        times.append(time.perf_counter() - t0)
+    return times
 
 
 def main() -> None:
@@ -86,16 +106,13 @@ def main() -> None:
 
         kernel_rate = 0.0
         for sampling in ("with", "without"):
-            times = []
-            for _ in range(args.repeats):
-                A1, A2 = W1s.copy(), W2s.copy()
-                product_kernel(A1, A2, Wp)
-                t0 = time.perf_counter()
-                sgd_kernel(
-                    X, Y, A1, A2, Wp, args.lr, S, sampling == "with", perm, keys, 0, args.steps,
+            times = _kernel_seconds(
+                lambda A1, A2, replacement=sampling == "with": sgd_kernel(
+                    X, Y, A1, A2, Wp, args.lr, S, replacement, perm, keys, 0, args.steps,
                     args.steps + 1, e1, e2, diag, gf.w_star, 1e12,
-                )  # fmt: skip
-                times.append(time.perf_counter() - t0)
+                ),
+                W1s, W2s, Wp, args.repeats,
+            )  # fmt: skip
             rate = args.steps * R / min(times)
             print(
                 f"kernel [{sampling:7s}] best {min(times) * 1e3:8.1f} ms / {args.steps} steps "
@@ -106,16 +123,13 @@ def main() -> None:
 
         # SGF (Euler-Maruyama, dt = lr): every sample and P normals per step
         sgf_steps = max(1, args.steps * S // P)
-        times = []
-        for _ in range(args.repeats):
-            A1, A2 = W1s.copy(), W2s.copy()
-            product_kernel(A1, A2, Wp)
-            t0 = time.perf_counter()
-            sgf_kernel(
+        times = _kernel_seconds(
+            lambda A1, A2: sgf_kernel(
                 X, Y, A1, A2, Wp, args.lr / P, np.sqrt(args.lr * args.lr / (S * P)), keys, 0,
                 sgf_steps, sgf_steps + 1, e1, e2, diag, gf.w_star, 1e12,
-            )  # fmt: skip
-            times.append(time.perf_counter() - t0)
+            ),
+            W1s, W2s, Wp, args.repeats,
+        )  # fmt: skip
         print(
             f"sgf_kernel     best {min(times) * 1e3:8.1f} ms / {sgf_steps} steps "
             f"-> {sgf_steps * R / min(times):.3e} replica-steps/s"
