@@ -36,8 +36,8 @@ def _tanh_table(W, q, x, T, f):
 
 
 @njit(cache=True, boundscheck=False, fastmath={"reassoc", "contract"})
-def _gradient(W, T, rho, x, grad):
-    """``grad[b, n] = grad_w u(w_n)`` for ``u(w) = sum_m rho[b, m] phi(w, x_m)`` (Eq. 9), from
+def _velocity(W, T, rho, x, v):
+    """``v[b, n] = -grad_w u(w_n)`` for ``u(w) = sum_m rho[b, m] phi(w, x_m)`` (Eqs. 9-10), from
     the table of :func:`_tanh_table`."""
     B, N, _ = W.shape
     M = x.shape[0]
@@ -56,9 +56,9 @@ def _gradient(W, T, rho, x, grad):
                 g1 += rs * x[m]
                 g2 += rs
             c = W[b, n, 0]
-            grad[b, n, 0] = g0
-            grad[b, n, 1] = c * g1
-            grad[b, n, 2] = c * g2
+            v[b, n, 0] = -g0
+            v[b, n, 1] = -c * g1
+            v[b, n, 2] = -c * g2
 
 
 def residual_and_velocity(
@@ -77,6 +77,6 @@ def residual_and_velocity(
     _tanh_table(Wb, qb, xb, T, f)
     residual = f.reshape(*lead, M) - f_values
     rho = np.ascontiguousarray(np.broadcast_to(mu * residual, (*lead, M))).reshape(-1, M)
-    grad = np.empty_like(Wb)
-    _gradient(Wb, T, rho, xb, grad)
-    return residual, -grad.reshape(W.shape)
+    v = np.empty_like(Wb)
+    _velocity(Wb, T, rho, xb, v)
+    return residual, v.reshape(W.shape)
