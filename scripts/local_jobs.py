@@ -1,16 +1,20 @@
 """The jobs of the ``run:`` rules: the light ones run inside the Snakemake process (data,
-light_cell, merge, summary, figure), the cells of rule cell in processes forked from a warm server
-(:mod:`weightdyn.forked`); both write a cell through :func:`write_cell`.
+light_cell, merge, summary), the cells of rule cell and the figures in processes forked from a
+warm server (:mod:`weightdyn.forked`); both kinds of cell are written by :func:`write_cell`.
 
-A data set takes milliseconds, and a merge, a summary, a light cell (Experiment.light: a theory
-evaluation of small matrices) or a figure a second or less; but a job in a process of its own
-pays about 1.5 CPU-s to start Python and import xarray and the package, and Snakemake about 0.8
-more to spawn it. Over the 370 such jobs of the default config that was half of its cost. These
-jobs run as threads of the Snakemake process instead, which has imported the package to expand
-the config. They take turns (:func:`weightdyn.joblog.in_process_job`): no two use netCDF/HDF5
-or pyplot at once. Locally this needs the default profile's ``force-use-threads`` (Snakemake
-otherwise spawns a ``run:`` job as a Snakemake process of its own); on a cluster they are
-localrules, run by the submitting process.
+A data set takes milliseconds, and a merge, a summary or a light cell (Experiment.light: a theory
+evaluation of small matrices) a second or less; but a job in a process of its own pays about 1.5
+CPU-s to start Python and import xarray and the package, and Snakemake about 0.8 more to spawn
+it. Over the 370 such jobs of the default config (figures then included) that was half of its
+cost. These jobs run as threads of the Snakemake process instead, which has imported the package
+to expand the config. They take turns (:func:`weightdyn.joblog.in_process_job`): no two use
+netCDF/HDF5 at once; and they claim no core (``in_process_threads`` in common.smk), so they run
+beside the job processes.
+Locally this needs the default profile's ``force-use-threads`` (Snakemake otherwise spawns a
+``run:`` job as a Snakemake process of its own); on a cluster they are localrules, run by the
+submitting process. A figure draws for about two seconds, all of it holding the GIL: in the
+Snakemake process the figures queued behind each other at the end of a run; forked, two draw at
+once.
 
 Each rule function takes the job's ``params``, ``wildcards``, ``input``, ``output``, ``log`` and
 ``rule`` it needs and writes its output atomically.
@@ -135,8 +139,7 @@ def cell(
     if own_process:
         _cell_job(*job, capture_output=False)
         return
-    preload = (__name__, *sorted(set(experiments.REGISTRY.values())))  # every experiment's code
-    code = forked.run(_cell_job, *job, True, preload=preload)
+    code = forked.run(_cell_job, *job, True, preload=_server_preload())
     if code != 0:
         raise RuntimeError(f"cell {output[0]} failed (exit code {code}); its log: {log[0]}")
 
@@ -179,26 +182,55 @@ def light_cell(
         write_cell(name, cell_id, params.params, data, output[0], rule, logger.info)
 
 
-def figure(params: Namedlist, input: Namedlist, output: Namedlist, log: Namedlist) -> None:
-    """Rule figure: one view (an experiment's figure function on its merged cells or summary).
+def figure(
+    params: Namedlist,
+    input: Namedlist,
+    output: Namedlist,
+    log: Namedlist,
+    modules: Sequence[str],
+    own_process: bool,
+) -> None:
+    """Rule figure: one view (an experiment's figure function on its merged cells or summary) in
+    a process of its own, forked from the warm server as a cell is (:func:`cell`), so that two
+    figures draw at once and none holds the Snakemake process's GIL or lock."""
+    job = (params.experiment, params.figure, list(params.cells), dict(params.options))
+    job += (params.dpi, list(input), list(output), log[0], tuple(modules))
+    if own_process:
+        _figure_job(*job, capture_output=False)
+        return
+    code = forked.run(_figure_job, *job, True, preload=_server_preload())
+    if code != 0:
+        raise RuntimeError(f"figure {output[0]} failed (exit code {code}); its log: {log[0]}")
 
-    Figures take turns with the other in-process jobs, which keeps pyplot's global state to one
-    thread; whatever a failing figure function left open is closed."""
-    import matplotlib  # only figure jobs draw: the other jobs never load it
 
-    matplotlib.use("Agg")  # no GUI backend in a worker thread, even under a desktop session
-    import matplotlib.pyplot as plt
+def _figure_job(
+    name: str,
+    figure: str,
+    cells: list[str],
+    options: Mapping[str, Any],
+    dpi: int,
+    inputs: Sequence[str],
+    outputs: Sequence[str],
+    log: str,
+    modules: Sequence[str],
+    capture_output: bool,
+) -> None:
+    """The body of rule figure in the process that draws it (Agg, BLAS on one thread)."""
+    from weightdyn.plots.common import save  # sets the Agg backend before pyplot is used
 
-    from weightdyn.plots.common import save
+    with job_process("figure", log, capture_output) as logger, threadpool_limits(1):
+        experiments.register_modules(modules)
+        spec = experiments.get(name).figures[figure]
+        ds = _view_data(io.load_all(inputs), cells, spec.source)
+        save(spec.plot(ds, **options), outputs, dpi=dpi)
+        logger.info("wrote %s", ", ".join(outputs))
 
-    with in_process_job("figure", log[0]) as logger:
-        try:
-            spec = experiments.get(params.experiment).figures[params.figure]
-            ds = _view_data(io.load_all(input), params.cells, spec.source)
-            save(spec.plot(ds, **params.options), output, dpi=params.dpi)
-        finally:
-            plt.close("all")
-        logger.info("wrote %s", ", ".join(output))
+
+def _server_preload() -> tuple[str, ...]:
+    """What the fork server imports besides :data:`weightdyn.forked.PRELOAD`: this module, every
+    registered experiment's code and the plotting stack (the first fork of a run decides)."""
+    modules = sorted(set(experiments.REGISTRY.values()))
+    return (__name__, *modules, "weightdyn.plots.common", "matplotlib.pyplot")
 
 
 def _view_data(

@@ -113,6 +113,24 @@ def test_one_core_rerun_is_bit_identical(toy_run: Path, tmp_path: Path) -> None:
                 np.testing.assert_array_equal(a[var].values, b[var].values)
 
 
+def test_a_failing_figure_fails_alone_with_its_error_in_its_log(toy_run: Path) -> None:
+    """A figure draws in a forked process: its exception ends that job only, is written to the
+    job's log, and Snakemake's error names the log; the run's other figures are drawn."""
+    config = yaml.safe_load(yaml.safe_dump(CONFIG))
+    config["views"]["toy_broken"] = {"sweeps": "toy_sparse", "figure": "variance"}
+    config["views"]["toy_broken"]["options"] = {"fail": True}
+    config["views"]["toy_lr1"] = {"sweeps": "toy_lr", "figure": "variance", "select": {"lr": 1.0}}
+    path = _write(toy_run, config, "broken.yaml")
+    proc = snakemake(toy_run, "--configfile", path, "--cores", "2", check=False, env=ENV)
+    assert proc.returncode != 0
+    log = (toy_run / "logs" / "figures" / "toy_broken.log").read_text()
+    assert "job failed: ValueError: the toy figure was asked to fail" in log
+    assert "Traceback" in log  # the child's own traceback, captured into the log
+    assert "logs/figures/toy_broken.log" in proc.stdout + proc.stderr
+    assert (toy_run / "results" / "figures" / "toy_lr1.png").stat().st_size > 5000
+    assert not (toy_run / "results" / "figures" / "toy_broken.png").exists()
+
+
 BAD = {
     "axis value": (
         lambda c: c["sweeps"]["toy_lr"].update(lr=[0.5, -1]),

@@ -51,7 +51,10 @@ def _run_cell(params: dict, progress) -> xr.Dataset:
     )
 
 
-def _plot(ds: xr.Dataset) -> plt.Figure:
+def _plot(ds: xr.Dataset, fail: bool = False) -> plt.Figure:
+    """The toy's figure; ``fail`` (a view option) makes it raise, to test a failing figure job."""
+    if fail:
+        raise ValueError("the toy figure was asked to fail")
     fig, ax = plt.subplots(figsize=(3.4, 2.6))
     order = np.argsort(ds["lr"].values)
     lr = ds["lr"].values[order]

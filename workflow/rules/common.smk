@@ -86,6 +86,26 @@ def cell_request(w, attempt):
 IN_PROCESS_PRIORITY = 100000
 
 
+def in_process_threads():
+    """Cores an in-process job claims: none, so that it no longer holds back a cell process.
+
+    These jobs take turns on one lock (weightdyn.joblog) and mostly wait on it or on the GIL:
+    claiming a core each, they left one of 2 cores idle for long stretches of a run (the default
+    config's first four minutes averaged 1.6 busy cores). Claiming none, one of them runs beside
+    the cells; the resource `in_process` (registered here as 1, the way Snakemake registers its
+    own mutexes) keeps the scheduler from queueing all of them at once ahead of the cells in
+    the local executor's thread pool. Another Snakemake without `register_resource` keeps 1."""
+    register = getattr(workflow, "register_resource", None)
+    if register is None:
+        return 1
+    if "in_process" not in workflow.global_resources:
+        register("in_process", 1)
+    return 0
+
+
+IN_PROCESS_THREADS = in_process_threads()
+
+
 def cell_priority(w):
     """Longest first (its run-time request, minutes): a long cell started last ends the run alone."""
     exp = EXPERIMENTS[cell_of(w).experiment]

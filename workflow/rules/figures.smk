@@ -1,6 +1,7 @@
 # Figures: one rule draws every view (a sweep's figures, the config's named views); plotting
-# reads merged datasets and never triggers a simulation. It runs inside the Snakemake process
-# (scripts/local_jobs.py): a figure takes about a second to draw and three to start a process.
+# reads merged datasets and never triggers a simulation. It runs in a process forked from the warm
+# server, as a cell does (scripts/local_jobs.py): a figure takes about two seconds to draw, and
+# two draw at once; a fresh process would take three more to start.
 
 
 localrules:
@@ -35,4 +36,11 @@ rule figure:
         dpi=STYLE["dpi"],
         code=figure_code,
     run:
-        local_jobs.figure(params, input, output, log)
+        local_jobs.figure(
+            params,
+            input,
+            output,
+            log,
+            config.get("experiment_modules", []),
+            workflow.remote_exec or workflow.subprocess_exec,
+        )

@@ -27,8 +27,9 @@ rule data:
         "logs/data/{dataset}/{data}.log",
     cache: "omit-software"
     priority: IN_PROCESS_PRIORITY
-    threads: 1
+    threads: IN_PROCESS_THREADS
     resources:
+        in_process=1,
         mem_mb=2000,
         runtime=10,
     params:
@@ -78,8 +79,9 @@ rule light_cell:
     wildcard_constraints:
         light=_alternatives(LIGHT_CELLS),
     priority: IN_PROCESS_PRIORITY
-    threads: 1
+    threads: IN_PROCESS_THREADS
     resources:
+        in_process=1,
         mem_mb=lambda w, attempt: cell_request(w, attempt)["mem_mb"],
         runtime=lambda w, attempt: cell_request(w, attempt)["runtime"],
     params:
@@ -97,7 +99,9 @@ rule merge:
     log:
         "logs/merge/{sweep}.log",
     priority: IN_PROCESS_PRIORITY
-    threads: 1
+    threads: IN_PROCESS_THREADS
+    resources:
+        in_process=1,
     params:
         experiment=lambda w: SWEEPS[w.sweep].experiment,
         cells=lambda w: [sorted_params(c.params) for c in SWEEPS[w.sweep].cells],
@@ -116,7 +120,9 @@ rule summary:
     log:
         "logs/merge/{sweep}.summary.log",
     priority: IN_PROCESS_PRIORITY
-    threads: 1
+    threads: IN_PROCESS_THREADS
+    resources:
+        in_process=1,
     params:
         experiment=lambda w: SWEEPS[w.sweep].experiment,
         cells=lambda w: [sorted_params(c.params) for c in SWEEPS[w.sweep].cells],
