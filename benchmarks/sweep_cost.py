@@ -9,7 +9,9 @@ scratch with the given config and targets (default: every job of the config; a t
 ``results/fig4a.nc`` runs a named part) and prints, from the run's own logs:
 
 - wall time, job count, and the summed CPU time of the jobs with the bound it implies
-  (CPU / cores: no schedule on ``--cores`` cores finishes sooner);
+  (CPU / cores: no schedule on ``--cores`` cores finishes sooner), and the wall time over that
+  bound (how well the schedule packs the cores; it varies less from run to run than the CPU
+  time of this shared machine);
 - per rule: jobs, summed job wall and CPU time, the longest job;
 - the critical path: the chain of dependent jobs with the largest summed wall time (the other
   bound: no number of cores finishes sooner), job by job;
@@ -136,7 +138,8 @@ def report(jobs: dict[int, Job], wall: float, cores: int, config: str) -> None:
     cpu = sum(job.cpu for job in done if job.cpu == job.cpu)
     print(f"config {config}, --cores {cores}: {len(done)} jobs,", end=" ")
     print(f"wall {wall:.0f} s ({wall / 60:.1f} min)")
-    print(f"CPU time of the jobs: {cpu:.0f} s; bound CPU / cores = {cpu / cores:.0f} s")
+    print(f"CPU time of the jobs: {cpu:.0f} s; bound CPU / cores = {cpu / cores:.0f} s", end="; ")
+    print(f"wall / bound = {wall / (cpu / cores):.2f} (cores left idle, and Snakemake's own time)")
     print(f"\n{'rule':<16}{'jobs':>6}{'job wall s':>12}{'CPU s':>10}{'longest s':>11}")
     by_rule: dict[str, list[Job]] = defaultdict(list)
     for job in done:
