@@ -8,8 +8,8 @@ CPU-s to start Python and import xarray and the package, and Snakemake about 0.8
 it. Over the 370 such jobs of the default config (figures then included) that was half of its
 cost. These jobs run as threads of the Snakemake process instead, which has imported the package
 to expand the config. They take turns (:func:`weightdyn.joblog.in_process_job`): no two use
-netCDF/HDF5 at once; and they claim no core (``in_process_threads`` in common.smk), so they run
-beside the job processes.
+netCDF/HDF5 at once, and only one of them is started at a time (the resource ``in_process``,
+``register_in_process_resource`` in common.smk), so that none holds a core while it waits.
 Locally this needs the default profile's ``force-use-threads`` (Snakemake otherwise spawns a
 ``run:`` job as a Snakemake process of its own); on a cluster they are localrules, run by the
 submitting process. A figure draws for about two seconds, all of it holding the GIL: in the
@@ -136,12 +136,7 @@ def cell(
     """
     job = (wildcards.experiment, wildcards.cell, dict(params.params), input.data or None)
     job += (output[0], log[0], rule, threads, tuple(modules))
-    if own_process:
-        _cell_job(*job, capture_output=False)
-        return
-    code = forked.run(_cell_job, *job, True, preload=_server_preload())
-    if code != 0:
-        raise RuntimeError(f"cell {output[0]} failed (exit code {code}); its log: {log[0]}")
+    _run_job(_cell_job, job, own_process, f"cell {output[0]}", log[0])
 
 
 def _cell_job(
@@ -195,12 +190,7 @@ def figure(
     figures draw at once and none holds the Snakemake process's GIL or lock."""
     job = (params.experiment, params.figure, list(params.cells), dict(params.options))
     job += (params.dpi, list(input), list(output), log[0], tuple(modules))
-    if own_process:
-        _figure_job(*job, capture_output=False)
-        return
-    code = forked.run(_figure_job, *job, True, preload=_server_preload())
-    if code != 0:
-        raise RuntimeError(f"figure {output[0]} failed (exit code {code}); its log: {log[0]}")
+    _run_job(_figure_job, job, own_process, f"figure {output[0]}", log[0])
 
 
 def _figure_job(
@@ -224,6 +214,18 @@ def _figure_job(
         ds = _view_data(io.load_all(inputs), cells, spec.source)
         save(spec.plot(ds, **options), outputs, dpi=dpi)
         logger.info("wrote %s", ", ".join(outputs))
+
+
+def _run_job(body: Callable[..., None], job: tuple, own_process: bool, what: str, log: str) -> None:
+    """``body(*job, capture_output)`` right here (``own_process``: a cluster job's Snakemake, or
+    a Snakemake subprocess spawned for this job alone), else in a process forked from the warm
+    server; a failure raises, naming ``what`` and the job's log."""
+    if own_process:
+        body(*job, capture_output=False)
+        return
+    code = forked.run(body, *job, True, preload=_server_preload())
+    if code != 0:
+        raise RuntimeError(f"{what} failed (exit code {code}); its log: {log}")
 
 
 def _server_preload() -> tuple[str, ...]:

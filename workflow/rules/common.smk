@@ -86,24 +86,22 @@ def cell_request(w, attempt):
 IN_PROCESS_PRIORITY = 100000
 
 
-def in_process_threads():
-    """Cores an in-process job claims: none, so that it no longer holds back a cell process.
+def register_in_process_resource():
+    """One in-process job at a time: the resource `in_process`, registered as 1 (the way
+    Snakemake registers its own mutexes) unless the command line gives it.
 
-    These jobs take turns on one lock (weightdyn.joblog) and mostly wait on it or on the GIL:
-    claiming a core each, they left one of 2 cores idle for long stretches of a run (the default
-    config's first four minutes averaged 1.6 busy cores). Claiming none, one of them runs beside
-    the cells; the resource `in_process` (registered here as 1, the way Snakemake registers its
-    own mutexes) keeps the scheduler from queueing all of them at once ahead of the cells in
-    the local executor's thread pool. Another Snakemake without `register_resource` keeps 1."""
+    These jobs take turns on one lock (weightdyn.joblog). Each claims a core, so two of them
+    could hold both cores while one merely waited for the lock: in the default config's first
+    half minute, 117 data sets and 138 light cells kept 0.6 of 2 cores busy. With this resource
+    one runs, beside a cell process. (Claiming no core was tried: Snakemake 9 selects no job at
+    all while every core is taken, so behind long cells the light jobs starved.) Another
+    Snakemake without `register_resource` keeps the lock alone."""
     register = getattr(workflow, "register_resource", None)
-    if register is None:
-        return 1
-    if "in_process" not in workflow.global_resources:
+    if register is not None and "in_process" not in workflow.global_resources:
         register("in_process", 1)
-    return 0
 
 
-IN_PROCESS_THREADS = in_process_threads()
+register_in_process_resource()
 
 
 def cell_priority(w):

@@ -27,7 +27,7 @@ rule data:
         "logs/data/{dataset}/{data}.log",
     cache: "omit-software"
     priority: IN_PROCESS_PRIORITY
-    threads: IN_PROCESS_THREADS
+    threads: 1
     resources:
         in_process=1,
         mem_mb=2000,
@@ -79,7 +79,7 @@ rule light_cell:
     wildcard_constraints:
         light=_alternatives(LIGHT_CELLS),
     priority: IN_PROCESS_PRIORITY
-    threads: IN_PROCESS_THREADS
+    threads: 1
     resources:
         in_process=1,
         mem_mb=lambda w, attempt: cell_request(w, attempt)["mem_mb"],
@@ -99,7 +99,7 @@ rule merge:
     log:
         "logs/merge/{sweep}.log",
     priority: IN_PROCESS_PRIORITY
-    threads: IN_PROCESS_THREADS
+    threads: 1
     resources:
         in_process=1,
     params:
@@ -120,7 +120,7 @@ rule summary:
     log:
         "logs/merge/{sweep}.summary.log",
     priority: IN_PROCESS_PRIORITY
-    threads: IN_PROCESS_THREADS
+    threads: 1
     resources:
         in_process=1,
     params:
