@@ -80,9 +80,9 @@ def cell_request(w, attempt):
     return exp.resources(cell.params, attempt)
 
 
-# Jobs run inside this process (data sets, light cells, merges, summaries, figures) take about a
-# second: they go before any job process as soon as they are ready, so that a sweep's merge and
-# figures are drawn while the long cells of other sweeps run, not all at the end on one core.
+# Light jobs (data sets, light cells, merges and summaries inside this process; figures, forked)
+# take a second or two: they go before any cell as soon as they are ready, so that a sweep's merge
+# and figures are drawn while the long cells of other sweeps run, not all at the end.
 IN_PROCESS_PRIORITY = 100000
 
 
