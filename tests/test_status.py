@@ -214,6 +214,24 @@ def test_markers_decode_long_paths(tmp_path: Path) -> None:
     assert status.incomplete_markers(tmp_path) == {key: NOW}
 
 
+def test_records_removed_while_read_are_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Snakemake removes a job's incomplete mark and its lock directory as it ends; status,
+    reading beside it, takes the job as ended instead of failing (seen in CI)."""
+    _mark(tmp_path, "results/a.nc", NOW)
+    gone = status.record_path(tmp_path, "incomplete", "results/b.nc")
+    walk = os.walk
+
+    def walk_then_remove(root):  # listed by the walk, removed before it is read
+        for dirpath, dirs, files in walk(root):
+            yield dirpath, dirs, [*files, gone.name]
+
+    monkeypatch.setattr(status.os, "walk", walk_then_remove)
+    assert status.incomplete_markers(tmp_path) == {"results/a.nc": NOW}
+    assert not status.snakemake_active(tmp_path)  # no lock directory at all
+
+
 # ---------------------------------------------------------------------------- a real run
 
 
@@ -235,15 +253,22 @@ def test_status_of_a_real_toy_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(wf / "mods"), ENV["PYTHONPATH"]]))
     exe = Path(sys.executable).with_name("snakemake")
     cmd = [str(exe), "--configfile", "config/toy.yaml", "--cores", "1"]
-    proc = subprocess.Popen(cmd, cwd=wf, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     seen = set()
-    deadline = time.time() + 300
-    while proc.poll() is None and time.time() < deadline:
-        statuses, active = status.collect(config, wf, time.time())
-        seen |= {(s.job.group, s.state) for s in statuses if active}
-        time.sleep(0.2)
-    out = proc.communicate(timeout=60)[0].decode()
-    assert proc.returncode == 0, out[-3000:]
+    with open(tmp_path / "snakemake.out", "w+b") as out:
+        proc = subprocess.Popen(cmd, cwd=wf, env=env, stdout=out, stderr=subprocess.STDOUT)
+        try:  # a failed poll must not leave Snakemake running into the next test
+            deadline = time.time() + 300
+            while proc.poll() is None and time.time() < deadline:
+                statuses, active = status.collect(config, wf, time.time())
+                seen |= {(s.job.group, s.state) for s in statuses if active}
+                time.sleep(0.2)
+            proc.wait(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        out.seek(0)
+        assert proc.returncode == 0, out.read().decode(errors="replace")[-3000:]
     assert ("toy", "running") in seen, seen
     statuses, active = status.collect(config, wf, time.time())
     assert not active and [s.state for s in statuses] == ["done"] * 4  # 2 cells, merge, table

@@ -217,7 +217,9 @@ def incomplete_markers(workdir: str | os.PathLike) -> dict[str, float]:
                 key = base64.urlsafe_b64decode(code).decode()
             except (ValueError, UnicodeDecodeError):
                 continue
-            markers[key] = (Path(dirpath) / name).stat().st_mtime
+            marked = _mtime(Path(dirpath) / name)
+            if marked is not None:  # else Snakemake removed the mark as we read: the job ended
+                markers[key] = marked
     return markers
 
 
@@ -233,8 +235,10 @@ def recorded_seconds(workdir: str | os.PathLike, output: str) -> float | None:
 
 def snakemake_active(workdir: str | os.PathLike) -> bool:
     """Whether a Snakemake process holds the directory (its lock files in .snakemake/locks)."""
-    locks = Path(workdir) / ".snakemake" / "locks"
-    return locks.is_dir() and any(locks.iterdir())
+    try:
+        return any((Path(workdir) / ".snakemake" / "locks").iterdir())
+    except OSError:  # no lock directory, or Snakemake removed it as we read
+        return False
 
 
 def failed_outputs(workdir: str | os.PathLike) -> set[str]:
@@ -243,8 +247,12 @@ def failed_outputs(workdir: str | os.PathLike) -> set[str]:
     logs = sorted((Path(workdir) / ".snakemake" / "log").glob("*.snakemake.log"))
     if not logs:
         return set()
+    try:
+        lines = logs[-1].read_text(errors="replace").splitlines()
+    except OSError:  # removed as we read (snakemake --cleanup-metadata, a new clone)
+        return set()
     failed, in_error = set(), False
-    for line in logs[-1].read_text(errors="replace").splitlines():
+    for line in lines:
         if line.startswith("Error in rule "):
             in_error = True
         elif in_error and line.startswith("    output: "):
