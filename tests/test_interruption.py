@@ -93,15 +93,20 @@ def _interrupt(wf: Path, sig: signal.Signals, after: int) -> set[str]:
         start_new_session=True,
         preexec_fn=_default_sigint,
     )
-    end = time.monotonic() + 300
-    while not (len(_cells(wf)) >= after and _in_flight(wf)) and time.monotonic() < end:
-        if proc.poll() is not None:
-            break
-        time.sleep(0.05)
-    time.sleep(0.3)  # past the job's start-up in Snakemake
-    assert proc.poll() is None, "the sweep finished before it could be interrupted"
-    os.killpg(proc.pid, sig)
-    proc.wait(timeout=120)
+    try:
+        end = time.monotonic() + 300
+        while not (len(_cells(wf)) >= after and _in_flight(wf)) and time.monotonic() < end:
+            if proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        time.sleep(0.3)  # past the job's start-up in Snakemake
+        assert proc.poll() is None, "the sweep finished before it could be interrupted"
+        os.killpg(proc.pid, sig)
+        proc.wait(timeout=120)
+    finally:  # nothing of the sweep runs on into the next test
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
     if sig == signal.SIGKILL:
         time.sleep(0.5)  # let the killed job processes vanish
     return _cells(wf)
