@@ -249,7 +249,7 @@ def failed_outputs(workdir: str | os.PathLike) -> set[str]:
         return set()
     try:
         lines = logs[-1].read_text(errors="replace").splitlines()
-    except OSError:  # removed as we read (snakemake --cleanup-metadata, a new clone)
+    except OSError:  # removed between the listing and the read (a user clearing .snakemake/log)
         return set()
     failed, in_error = set(), False
     for line in lines:
