@@ -217,8 +217,9 @@ def test_markers_decode_long_paths(tmp_path: Path) -> None:
 def test_records_removed_while_read_are_skipped(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Snakemake removes a job's incomplete mark and its lock directory as it ends; status,
-    reading beside it, takes the job as ended instead of failing (seen in CI)."""
+    """Snakemake removes a job's incomplete mark as the job ends; a mark listed by the walk but
+    gone before its stat is a job that ended, not an error (seen in CI). Without a lock
+    directory no Snakemake is active."""
     _mark(tmp_path, "results/a.nc", NOW)
     gone = status.record_path(tmp_path, "incomplete", "results/b.nc")
     walk = os.walk
