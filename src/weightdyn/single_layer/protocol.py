@@ -1,7 +1,10 @@
 """Stationary protocol of one single-layer cell: initialisation, burn-in, sampling length.
 
 Burn-in is a multiple of the slowest relaxation time tau = 1/(lr omega_min) (paper 000 Eq. 27, in
-SGD steps), bounded below and capped; the sampling length is at least ``sample_steps`` and at least
+SGD steps), plus, for a start away from w*, the relaxation times its distance needs
+(:func:`weightdyn.stationarity.extra_burnin_tau`: ``log(D^2 / tr M) / 2`` with ``D^2`` the squared
+distance of the start from w* and ``tr M`` that of Eq. 30), bounded below and capped; the
+sampling length is at least ``sample_steps`` and at least
 ``sample_tau`` relaxation times, capped by ``sample_max_steps``. The same protocol drives SGD
 (Eqs. 10-11, :func:`run_stationary_sgd`) and the stochastic gradient flow of Eq. 13
 (:func:`run_stationary_sgf`), which covers the same SDE time ``t = lr * tau``.
@@ -19,6 +22,7 @@ from weightdyn.observables import LinearQuadratic, Observables
 from weightdyn.single_layer import theory
 from weightdyn.single_layer.sgf import SGFResult, run_sgf
 from weightdyn.single_layer.simulate import SGDResult, run_sgd
+from weightdyn.stationarity import extra_burnin_tau, lyapunov_trace, squared_distance
 
 INITS = ("wstar", "random")
 
@@ -45,9 +49,11 @@ class SGDProtocol:
         if self.replicas < 2:
             raise ValueError(f"replicas: {self.replicas}; at least 2 are needed for errors")
 
-    def burnin(self, tau: float) -> int:
-        """Burn-in steps: burnin_tau * tau, within [burnin_min_steps, burnin_max_steps]."""
-        steps = self.burnin_tau * tau if np.isfinite(tau) else self.burnin_min_steps
+    def burnin(self, tau: float, extra_tau: float = 0.0) -> int:
+        """Burn-in steps: (burnin_tau + extra_tau) * tau, within [burnin_min_steps,
+        burnin_max_steps]; ``extra_tau`` is what a start away from w* needs
+        (:func:`start_extra_tau`)."""
+        steps = (self.burnin_tau + extra_tau) * tau if np.isfinite(tau) else self.burnin_min_steps
         return int(min(max(np.ceil(steps), self.burnin_min_steps), self.burnin_max_steps))
 
     def sampling_length(self, tau: float) -> int:
@@ -66,6 +72,25 @@ def initial_weights(
     if protocol.init == "wstar":
         return np.tile(w_star, (R, 1))
     return rng.normal(0.0, protocol.init_scale, size=(R, N))
+
+
+def start_extra_tau(
+    data: TeacherStudentData,
+    lr: float,
+    batch_size: int,
+    sampling: str,
+    w_star: np.ndarray,
+    w_init: np.ndarray,
+) -> float:
+    """Relaxation times of burn-in that the start ``w_init`` (R, N) needs beyond a start at w*:
+    ``log(D^2 / tr M) / 2`` (:func:`weightdyn.stationarity.extra_burnin_tau`), ``D^2`` the
+    replicas' mean squared distance from w*, ``tr M = (lr/2) tr(H^-1 C)`` of Eq. 30 with C of
+    Eq. 17. 0 for a start at w* (nothing else is computed then)."""
+    distance2 = squared_distance(w_init, w_star)
+    if distance2 == 0.0:
+        return 0.0
+    C = theory.noise_covariance(data.X, data.y, batch_size, sampling)
+    return extra_burnin_tau(distance2, lyapunov_trace(theory.hessian(data.X), C, lr))
 
 
 def _plan(
@@ -122,6 +147,7 @@ def run_stationary_sgd(
     """
     w_star, protocol, tau = _plan(data, lr, protocol)
     w_init = initial_weights(w_star, protocol, rng)
+    extra = start_extra_tau(data, lr, batch_size, sampling, w_star, w_init)
     result = run_sgd(
         data.X,
         data.y,
@@ -130,7 +156,7 @@ def run_stationary_sgd(
         batch_size,
         sampling,
         w_init,
-        burnin_steps=protocol.burnin(tau),
+        burnin_steps=protocol.burnin(tau, extra),
         sample_steps=protocol.sampling_length(tau),
         thin=protocol.thin,
         n_blocks=protocol.n_blocks,
@@ -141,10 +167,13 @@ def run_stationary_sgd(
     return w_star, result
 
 
-def sgf_steps(protocol: SGDProtocol, tau: float, dt_over_lr: float) -> tuple[int, int]:
+def sgf_steps(
+    protocol: SGDProtocol, tau: float, dt_over_lr: float, extra_tau: float = 0.0
+) -> tuple[int, int]:
     """(burn-in, sampling) Euler steps of size dt = dt_over_lr * lr covering the SDE time of
-    the SGD protocol (``t = lr * tau``, Eq. 13); the sampling steps fill whole thinned blocks."""
-    burnin = int(np.ceil(protocol.burnin(tau) / dt_over_lr))
+    the SGD protocol (``t = lr * tau``, Eq. 13; ``extra_tau`` as :meth:`SGDProtocol.burnin`);
+    the sampling steps fill whole thinned blocks."""
+    burnin = int(np.ceil(protocol.burnin(tau, extra_tau) / dt_over_lr))
     unit = protocol.thin * protocol.n_blocks
     sample = int(max(1, round(protocol.sampling_length(tau) / dt_over_lr / unit)) * unit)
     return burnin, sample
@@ -172,7 +201,8 @@ def run_stationary_sgf(
     """
     w_star, protocol, tau = _plan(data, lr, protocol)
     w_init = initial_weights(w_star, protocol, rng)
-    burnin, sample = sgf_steps(protocol, tau, dt_over_lr)
+    extra = start_extra_tau(data, lr, batch_size, sampling, w_star, w_init)
+    burnin, sample = sgf_steps(protocol, tau, dt_over_lr, extra)
     result = run_sgf(
         data.X,
         data.y,

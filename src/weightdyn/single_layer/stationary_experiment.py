@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from weightdyn import observables, resources, seeds, stats
+from weightdyn import observables, resources, seeds, stationarity, stats
 from weightdyn.agreement import Agreement, agreement
 from weightdyn.data import TeacherStudentData
 from weightdyn.experiments import (
@@ -160,6 +160,53 @@ def _ess_dataset(data: TeacherStudentData, result: SGDResult, progress: Progress
     return xr.Dataset({name: value for name, value in variables.items()})
 
 
+def _stationarity_dataset(
+    data: TeacherStudentData, result: SGDResult, progress: Progress
+) -> xr.Dataset:
+    """The window test of :func:`weightdyn.stationarity.window_test` on the series of the
+    squared slowest-mode projection and of the loss excess ``L - L*`` (Eq. 9), the flag
+    ``not_stationary``; untested (NaN, not flagged) where nothing fluctuates (diverged, or
+    N >= P: Eq. 16). Logged through ``progress``, with a WARNING line when flagged."""
+    names = ("slowest", "loss")
+    if result.diverged or data.N >= data.P or result.obs_series is None:
+        test = stationarity.window_test(np.empty((0, result.replicas, 2)), names)
+    else:
+        series = result.obs_series.copy()
+        series[..., 0] **= 2
+        series[..., 1] -= theory.optimal_loss(data.X, data.y)
+        test = stationarity.window_test(series, names)
+        for line in test.log_lines():
+            progress(line)
+    return xr.Dataset(test.variables(SIM_METHOD[1]))
+
+
+def _trace_dataset(ds: xr.Dataset, dynamics: str) -> xr.Dataset:
+    """tr M of the simulation about w* (``N var_w_sgd_wstar``, its jackknife error) and of the
+    theories the cell evaluates (:func:`weightdyn.stationarity.trace_variables`)."""
+    N = ds.sizes["mode"]
+    P000 = "paper 000"
+    theories = {
+        "eq30": (N * float(ds["var_w_theory"]), "tr M of the Lyapunov covariance",
+                 f"{P000} Eqs. 30-31"),
+        "eq33": (float(ds["eig_M_detailed_balance"].sum()), "tr M under detailed balance",
+                 f"{P000} Eq. 33"),
+        "eq34": (N * float(ds["M_isotropic"]), "tr M of the isotropic approximation",
+                 f"{P000} Eq. 34"),
+        "discrete": (float(ds["eig_M_discrete"].sum(skipna=False)),
+                     "tr M of the exact discrete-time second moment of SGD about w*",
+                     f"exact discrete recursion, beyond {P000} Eq. 30"),
+    }  # fmt: skip
+    if "eig_M_euler" in ds:
+        theories["euler"] = (float(ds["eig_M_euler"].sum(skipna=False)),
+                             "tr M of the additive-noise Euler-Maruyama chain (step dt)",
+                             f"{P000} Eq. 13, Euler-Maruyama step dt (beyond Eq. 30)")  # fmt: skip
+    sim = None
+    if dynamics != "none":
+        sim = (N * float(ds["var_w_sgd_wstar"]), N * float(ds["var_w_sgd_wstar_se"]))
+    source = f"{METHODS[dynamics][1]}, about w*" if sim is not None else ""
+    return xr.Dataset(stationarity.trace_variables(sim, theories, source))
+
+
 def _frobenius_error(data: TeacherStudentData, params: Params, result: SGDResult) -> xr.Dataset:
     """||M_sim - M_30||_F / ||M_30||_F of the covariance about w* (NaN if diverged or M_30 = 0)."""
     H = theory.hessian(data.X)
@@ -191,9 +238,11 @@ def run_cell(params: Params, progress: Progress) -> xr.Dataset:
         parts += [sgd_dataset(data, w_star, result, *SIM_METHOD)]
         parts += [_frobenius_error(data, params, result)]
         parts += [_ess_dataset(data, result, progress)]
+        parts += [_stationarity_dataset(data, result, progress)]
     if dynamics.startswith("sgf_"):
         parts.append(euler_dataset(data, lr, S, sampling, params["dt_over_lr"] * lr))
-    return xr.merge(parts)
+    ds = xr.merge(parts)
+    return ds.merge(_trace_dataset(ds, dynamics))
 
 
 def _resources(params: Params, attempt: int) -> dict[str, int]:
