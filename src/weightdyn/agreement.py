@@ -14,12 +14,14 @@ Points where the theory vanishes (|theory| <= ``floor`` max |theory|, e.g. N >= 
 Eq. 16) or either value is not finite (diverged SGD) are left out. Rows without a standard error
 (theory-only figures, single-realisation matrices) carry NaN in the SE and z columns.
 
-Cells sampled for too few autocorrelation times: a merged dataset with a per-cell
-``undersampled`` variable (:mod:`weightdyn.observables`) is passed through :func:`with_flags`,
-which makes the flag a coordinate; every DataArray a row takes from the dataset then carries it,
-and :func:`agreement` reports, among the cells whose points the row uses, how many are flagged
-(``undersampled_cells``: "k of n", with the flagged cells' varying coordinates; "n/a" where the
-data carry no flag). No experiment's agreement code needs to know about it.
+Flagged cells: a merged dataset with the per-cell flags of :data:`FLAGS` (``undersampled``:
+sampled for too few autocorrelation times, :mod:`weightdyn.observables`; ``not_stationary``: the
+sampling window's late half differs from its early half, :mod:`weightdyn.stationarity`) is
+passed through :func:`with_flags`, which makes the flags coordinates; every DataArray a row takes
+from the dataset then carries them, and :func:`agreement` reports per flag, among the cells whose
+points the row uses, how many are flagged (``<flag>_cells``: "k of n", with the flagged cells'
+varying coordinates; "n/a" where the data carry no such flag). No experiment's agreement code
+needs to know about them.
 """
 
 from __future__ import annotations
@@ -32,8 +34,9 @@ import numpy as np
 import xarray as xr
 
 PAPER = "000"
-#: the per-cell flag of :mod:`weightdyn.observables` (fewer than 50 tau_int sampled)
-FLAG = "undersampled"
+#: the per-cell flags: fewer than 50 tau_int sampled (:mod:`weightdyn.observables`), and a
+#: sampling window that is not stationary (:mod:`weightdyn.stationarity`)
+FLAGS = ("undersampled", "not_stationary")
 
 
 @dataclass(frozen=True)
@@ -51,12 +54,13 @@ class Agreement:
     worst_point: str
     paper: str = PAPER
     undersampled_cells: str = "n/a"
+    not_stationary_cells: str = "n/a"
 
 
 def with_flags(ds: xr.Dataset) -> xr.Dataset:
-    """``ds`` with its ``undersampled`` variable (if any) as a coordinate, so that the rows built
-    from it report the flagged cells they use (module docstring)."""
-    return ds.set_coords(FLAG) if FLAG in ds.data_vars else ds
+    """``ds`` with its flag variables (:data:`FLAGS`, those present) as coordinates, so that the
+    rows built from it report the flagged cells they use (module docstring)."""
+    return ds.set_coords([flag for flag in FLAGS if flag in ds.data_vars])
 
 
 def _point_labels(da: xr.DataArray) -> np.ndarray:
@@ -68,7 +72,7 @@ def _point_labels(da: xr.DataArray) -> np.ndarray:
             for name, coord in da.coords.items()
             if coord.dims == (dim,)
             and np.unique(coord.values).size > 1
-            and name not in ("cell_id", FLAG)
+            and name not in ("cell_id", *FLAGS)
         ]
         if not coords and da.sizes[dim] > 1:
             coords = [None]
@@ -103,7 +107,7 @@ def agreement(
 ) -> Agreement:
     """Pool the relative deviations and z-scores of ``sim`` (+- ``sim_se``) from ``theory``."""
     theory = xr.DataArray(theory) if not isinstance(theory, xr.DataArray) else theory
-    flags = [_flag(a) for a in (sim, theory)]
+    flags = {name: [_flag(a, name) for a in (sim, theory)] for name in FLAGS}
     sim, theory, sim_se, theory_se = (_unflagged(a) for a in (sim, theory, sim_se, theory_se))
     zero = xr.zeros_like(sim)
     has_se = sim_se is not None or theory_se is not None
@@ -112,7 +116,7 @@ def agreement(
         theory,
         zero if sim_se is None else sim_se,
         zero if theory_se is None else theory_se,
-        *(index for _, index in flags if index is not None),
+        *(index for pair in flags.values() for _, index in pair if index is not None),
     )
     labels = _point_labels(sim).ravel()
     s, t = sim.values.ravel(), theory.values.ravel()
@@ -122,9 +126,13 @@ def agreement(
     keep = finite & (np.abs(t) > floor * scale)
     s, t, se, labels = s[keep], t[keep], se[keep], labels[keep]
     n = int(s.size)
-    flagged = _flagged_cells(flags, [w.values.ravel()[keep] for w in where])
+    used = iter([w.values.ravel()[keep] for w in where])
+    flagged = [
+        _flagged_cells(pair, [next(used) for _, index in pair if index is not None])
+        for pair in flags.values()
+    ]
     if n == 0:
-        return Agreement(figure, compared, equations, 0, *([np.nan] * 4), "", paper, flagged)
+        return Agreement(figure, compared, equations, 0, *([np.nan] * 4), "", paper, *flagged)
     rel = s / t - 1.0
     rel_se = se / np.abs(t)
     if has_se:
@@ -147,21 +155,21 @@ def agreement(
         max_z,
         str(labels[worst]),
         paper,
-        flagged,
+        *flagged,
     )
 
 
-def _flag(da: xr.DataArray) -> tuple[xr.DataArray | None, xr.DataArray | None]:
-    """(the ``undersampled`` coordinate of ``da``, an index of its elements) or (None, None)."""
-    if FLAG not in da.coords:
+def _flag(da: xr.DataArray, name: str) -> tuple[xr.DataArray | None, xr.DataArray | None]:
+    """(the flag coordinate ``name`` of ``da``, an index of its elements) or (None, None)."""
+    if name not in da.coords:
         return None, None
-    flag = da.coords[FLAG]
+    flag = da.coords[name]
     index = xr.DataArray(np.arange(flag.size).reshape(flag.shape), dims=flag.dims)
     return flag, index
 
 
 def _unflagged(da: xr.DataArray | None) -> xr.DataArray | None:
-    return da.drop_vars(FLAG) if da is not None and FLAG in da.coords else da
+    return None if da is None else da.drop_vars([f for f in FLAGS if f in da.coords])
 
 
 def _cell_keys(flag: xr.DataArray, j: int, first: xr.DataArray) -> np.ndarray:
@@ -199,7 +207,9 @@ CAPTION = (
     "|z| = |sim - theory| / SE, and the point where |z| (or |deviation| without SE) is "
     "largest. n/a: no standard error available. Undersampled cells: of the cells whose points "
     "a row uses, those sampled for fewer than 50 integrated autocorrelation times of their "
-    "slowest observables (their error bars are not reliable)."
+    "slowest observables (their error bars are not reliable). Not stationary cells: those whose "
+    "sampling window's late half differs from its early half (burn-in too short; their "
+    "estimates are biased)."
 )
 
 COLUMNS = (
@@ -214,6 +224,7 @@ COLUMNS = (
     ("max_abs_z", "max |z|"),
     ("worst_point", "at"),
     ("undersampled_cells", "undersampled cells"),
+    ("not_stationary_cells", "not stationary cells"),
 )
 
 
