@@ -199,3 +199,30 @@ def test_sgf_cell_has_the_euler_theory_and_a_theory_cell_no_simulation() -> None
     assert "trace_M_euler" in check_trace_variables(ds)
     _, none = run_cell({**block, "dynamics": "none"})
     assert "trace_M_sgd" not in none and "trace_M_eq30" in none
+
+
+def _burnin_steps(log: list[str]) -> int:
+    (line,) = [line for line in log if line.startswith("burn-in: ")]
+    return int(line.split()[1])
+
+
+def test_model_cell_burnin_grows_from_a_random_start_and_has_the_variables() -> None:
+    """A tiny one-hidden-layer cell (16 parameters): the random start needs a longer burn-in
+    than the start at theta* (3 tau), and both carry trace_M_* and the window test."""
+    exp = experiments.get("one_hidden")
+    block = {"experiment": "one_hidden", "N_i": 3, "width": 3, "P": 100, "lr": 0.1,
+             "batch_size": 5, "replicas": 4, "burn_tau": 3.0, "sample_tau": 30.0,
+             "n_blocks": 2, "noise": 0.25}  # fmt: skip
+    runs = {}
+    for init in ("minimum", "random"):
+        (cell,) = sweep.expand_sweep("t", {**block, "init": init}).cells
+        log: list[str] = []
+        runs[init] = (exp.run_cell(cell.params, log.append), _burnin_steps(log))
+    (ds, minimum), (_, random) = runs["minimum"], runs["random"]
+    tau = float(ds["tau_slow"])
+    assert minimum == pytest.approx(3 * tau, abs=float(ds["thin"])) and random > minimum + tau
+    theories = check_trace_variables(ds)
+    assert {"trace_M_exact", "trace_M_discrete"} <= set(theories)
+    assert float(ds["trace_M_sgd"]) == float(ds["trace_sgd"])
+    assert float(ds["trace_M_exact"]) == float(ds["trace_exact"])
+    assert int(ds["not_stationary"]) == 0 and np.isfinite(float(ds["stationarity_t_loss"]))

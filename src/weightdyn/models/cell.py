@@ -12,7 +12,9 @@ Protocol (paper 000 App. A and the local protocol of the two-layer experiment, i
 3. **Stationarity**: R SGD replicas (Eqs. 10-11) start at ``theta*`` (``init = minimum``) or at
    the random initialisation itself (``init = random``) and run ``burn_tau`` slowest relaxation
    times ``tau = 1 / (lr omega_min)`` (steps; ``omega_min`` the smallest non-zero Hessian
-   eigenvalue at ``theta*``).
+   eigenvalue at ``theta*``), plus ``log(D^2 / tr M) / 2`` more for a start at squared distance
+   ``D^2`` from ``theta*`` within ``range(H)`` (``tr M`` of Eq. 30 at ``theta*``;
+   :func:`weightdyn.stationarity.extra_burnin_tau`).
 4. **Local point**: every replica's mean must lie in one minimum (or on one manifold of
    minima: the same loss), else the cell is ``multimodal`` (checked again after sampling);
    then the minimum nearest the replicas' mean at the end of the burn-in
@@ -32,6 +34,10 @@ Protocol (paper 000 App. A and the local protocol of the two-layer experiment, i
    ``C(theta_bar)``, on the same ``range(H)``): SGD's mean sits ``O(lr)`` off the minimum,
    ``m = -H^+ grad tr(H M) / 2`` to first order (the loss smoothed by the fluctuations), far
    along soft modes, and the Hessian there differs at ``O(lr)`` too.
+7. **Stationarity** of the sampling window (:func:`weightdyn.stationarity.window_test`): the
+   early against the late half of each replica's blocks, for the second moment along the
+   slowest Hessian mode and the quadratic loss excess ``tr(H S) / 2`` (``S`` the second moment
+   about the local point); ``not_stationary`` flags a window whose halves differ.
 
 A cell whose set-up fails a check (no minimum found, not underparameterised, ``lr`` beyond the
 local stability limit, a relaxation time too long for ``max_steps``, diverged replicas, replicas
@@ -51,7 +57,7 @@ import numpy as np
 import xarray as xr
 from scipy import stats as sps
 
-from weightdyn import seeds
+from weightdyn import seeds, stationarity
 from weightdyn.io import attrs
 from weightdyn.models import theory
 from weightdyn.models.base import FloatArray, Model
@@ -158,12 +164,30 @@ def _steps(tau: float, n_tau: float, unit: int, cap: int) -> int:
     return max(unit, math.ceil(n / unit) * unit)
 
 
+def start_extra_tau(
+    model: Model, data: Data, start: FloatArray, theta_star: FloatArray, H: FloatArray,
+    params: Mapping[str, Any],
+) -> float:  # fmt: skip
+    """Relaxation times of burn-in that ``start`` needs beyond a start at ``theta*``
+    (:func:`weightdyn.stationarity.extra_burnin_tau`): its squared distance from ``theta*`` on
+    ``range(H)`` against ``tr M = (lr/2) tr(H^+ C)`` of Eq. 30 at ``theta*`` (C of Eq. 14).
+    0 for a start at ``theta*`` (nothing else is computed then)."""
+    info = theory.hessian_range(H)
+    distance2 = stationarity.squared_distance(start, theta_star, info.Q)
+    if distance2 == 0.0:
+        return 0.0
+    C = theory.noise_covariance(model, data.X, data.Y, theta_star, params["batch_size"],
+                                params["sampling"])  # fmt: skip
+    return stationarity.extra_burnin_tau(distance2, stationarity.lyapunov_trace(H, C, params["lr"]))
+
+
 def simulate(
     model: Model, data: Data, start: FloatArray, tau: float, params: Mapping[str, Any],
-    progress: Progress,
+    progress: Progress, extra_tau: float = 0.0,
 ) -> tuple[Any, Any, FloatArray, int]:  # fmt: skip
-    """Steps 3-5: burn-in from ``start``, the local point, sampling; returns the burn-in and
-    sampling results, the local point and the thinning."""
+    """Steps 3-5: burn-in from ``start`` (``burn_tau + extra_tau`` relaxation times), the local
+    point, sampling; returns the burn-in and sampling results, the local point and the
+    thinning."""
     R, n_blocks = int(params["replicas"]), int(params["n_blocks"])
     thin = max(1, int(tau / params["records_per_tau"]))
     cap = int(params["max_steps"])
@@ -172,7 +196,7 @@ def simulate(
         lr=params["lr"], batch_size=params["batch_size"], sampling=params["sampling"],
         rng=rng, progress=progress,
     )  # fmt: skip
-    n_burn = _steps(tau, params["burn_tau"], thin, cap)
+    n_burn = _steps(tau, params["burn_tau"] + extra_tau, thin, cap)
     progress(f"burn-in: {n_burn} steps x {R} replicas (tau = {tau:.4g} steps, thin {thin})")
     burn = run_sgd(
         model, data.X, data.Y, np.tile(start, (R, 1)), n_steps=n_burn, thin=thin, n_blocks=1,
@@ -436,7 +460,8 @@ def cell_dataset(
             f"{theory.hessian_range(H_star).null_dim})",
         )
     begin = start.theta0 if params["init"] == "random" else theta_star
-    _, sample, theta_loc, thin = simulate(model, data, begin, tau, params, progress)
+    extra = start_extra_tau(model, data, begin, theta_star, H_star, params)
+    _, sample, theta_loc, thin = simulate(model, data, begin, tau, params, progress, extra)
     th = _theories(model, data, theta_loc, params)
     info = theory.hessian_range(th["local"].H)
     Qr, Hr = info.Q, info.Q.T @ th["local"].H @ info.Q
@@ -457,6 +482,8 @@ def cell_dataset(
         exact = layer_spectrum(th["M"]["exact"], Qr, th["local"].H, model.last_layer)
         ds.update(_layer_dataset(sim, exact))
     ds.update(_drift(sample, info, thin))
+    ds.update(_stationarity(sample, info, th["local"].H, progress))
+    ds.update(_trace_variables(sim, spectra))
     ds["status"] = ((), 0, _status_attrs())
     return ds
 
@@ -569,6 +596,35 @@ def _drift(sample: Any, info: theory.RangeInfo, thin: int) -> dict:
                         attrs("motion of the mean within range(H) per step", "1",
                               "issue 4")),
     }  # fmt: skip
+
+
+def _stationarity(
+    sample: Any, info: theory.RangeInfo, H: FloatArray, progress: Progress
+) -> dict[str, tuple]:
+    """The window test (:func:`weightdyn.stationarity.window_test`) on the block means of the
+    second moment about the local point along the slowest Hessian mode on ``range(H)`` and of
+    the quadratic loss excess ``tr(H S) / 2``; logged, with a WARNING line when flagged."""
+    R, B, k = sample.sum_d.shape
+    S = sample.sum_dd.reshape(R, B, k, k) / sample.n_records[:, :, None, None]  # about theta_loc
+    u = info.Q[:, int(np.argmin(info.omega))]
+    values = np.stack([np.einsum("i,rbij,j->rb", u, S, u),
+                       0.5 * np.einsum("ij,rbji->rb", H, S)], axis=-1)  # fmt: skip
+    test = stationarity.window_test(values.transpose(1, 0, 2), ("slowest", "loss"))
+    for line in test.log_lines():
+        progress(line)
+    return test.variables("Eqs. 10-11 (SGD), second moments about the local point")
+
+
+def _trace_variables(sim: dict, spectra: dict) -> dict[str, tuple]:
+    """tr M of SGD on ``range(H)`` (about its sampled mean, jackknife error) and of every theory
+    of :data:`THEORIES` (:func:`weightdyn.stationarity.trace_variables`)."""
+    theories = {
+        name: (spec["trace"], f"tr M on range(H), {THEORIES[name][0]}",
+               "paper 000 " + THEORIES[name][1].replace("issue 7", "beyond Eq. 30"))
+        for name, spec in spectra.items()
+    }  # fmt: skip
+    source = "paper 000 Eqs. 10-11 (SGD), covariance about the sampled mean on range(H)"
+    return stationarity.trace_variables(sim["trace"], theories, source)
 
 
 def _status_attrs() -> dict[str, str]:

@@ -10,7 +10,10 @@ the loss perturbations, whose errors are the spread over replicas.
 ``tau_int_slowest``, ``tau_int_loss``, ``ess_*`` and ``undersampled`` are the integrated
 autocorrelation times (in steps) of the slowest drift mode and of the loss over the sampling
 window, the effective sample sizes and the flag "sampled for fewer than 50 tau_int"
-(:mod:`weightdyn.observables`).
+(:mod:`weightdyn.observables`); ``not_stationary`` and ``stationarity_t_*`` the test of the
+window's late against its early half (:mod:`weightdyn.stationarity`). ``trace_M_sgd`` is tr M of
+the simulated chains about the local point on range(Gamma) (protocol b, jackknife error),
+``trace_M_exact_local``, ``trace_M_exact_w0`` and ``trace_M_eq66`` those of the theories.
 
 Variables named ``*_sgd`` hold the simulated chains of the cell's ``dynamics`` (SGD, or the SGF
 of Eqs. 51-52 for ``dynamics = sgf``); the names are those of the SGD-only cells before the
@@ -23,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from weightdyn import observables
+from weightdyn import observables, stationarity
 from weightdyn.experiments import Params
 from weightdyn.io import attrs
 from weightdyn.two_layer.linalg import (
@@ -347,7 +350,9 @@ def cell_dataset(s: Setup, a: TheoryAtW0, pre: Prerun, plan: LocalPlan, smp: Sam
     v["diverged"] = 0
     lag = v.pop("lag_steps", None)
     ds = assemble(v, _coords(p, v.pop("trace_step"), a.tau0, lag), p)
-    return ds.assign(ess_variables(smp.ess))
+    per_group = smp.eig1_b.sum(axis=-1) + smp.eig2_b.sum(axis=-1)  # (R, B + 1) traces
+    traces = trace_variables(a, tuple(mean_and_jackknife(per_group)), v)
+    return ds.assign({**ess_variables(smp.ess), **smp.stationarity.variables(_ESS[1]), **traces})
 
 
 #: the effective-sample-size variables' method and source (the sampling window of step 5)
@@ -362,10 +367,29 @@ def ess_variables(ess: observables.EffectiveSampleSize | None) -> dict[str, tupl
     return observables.ess_variables(ess, *_ESS)
 
 
+def trace_variables(a: TheoryAtW0, sim: tuple[float, float], v: dict) -> dict[str, tuple]:
+    """tr M of the chains (``sim``: value and error) and of the theories
+    (:func:`weightdyn.stationarity.trace_variables`): the exact linearisation at the local
+    points (mean over replicas; NaN in ``v`` without samples), at ``W^0``, and Eq. 66."""
+    local = np.sum(v.get("eig_cov1_exact_local", np.nan)) + np.sum(
+        v.get("eig_cov2_exact_local", np.nan)
+    )
+    theories = {
+        "exact_local": (local, "tr M, exact linearisation at the local points (mean)", _B),
+        "exact_w0": (np.sum(a.eig1_exact) + np.sum(a.eig2_exact),
+                     "tr M, exact linearisation at W^0", f"{PAPER} Eq. 65 (exact drift and noise)"),
+        "eq66": (np.trace(a.Mz), "tr M, Eq. 66 at W^0 (x (1 - N_i/P))", _A),
+    }  # fmt: skip
+    src = f"{_ESS[1]}; about the local point on range(Gamma), protocol (b)"
+    return stationarity.trace_variables(sim, theories, src)
+
+
 def diverged_dataset(s: Setup, a: TheoryAtW0, p: Params, stage: str) -> xr.Dataset:
     """The dataset of a cell whose chains diverged: theory at W^0, flag, NaN elsewhere."""
     v = {**theory_values(s, a, p), "diverged": 1}
     ds = assemble(v, _coords(p, np.zeros(0, dtype=np.int64), a.tau0, None), p)
-    ds = ds.assign(ess_variables(None))
+    untested = stationarity.window_test(np.empty((0, p["replicas"], 2)), ("slowest", "loss"))
+    traces = trace_variables(a, (np.nan, np.nan), v)
+    ds = ds.assign({**ess_variables(None), **untested.variables(_ESS[1]), **traces})
     ds.attrs["diverged_in"] = stage
     return ds

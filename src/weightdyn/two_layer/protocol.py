@@ -11,8 +11,9 @@
    (``N_o = 1``) and the exact linearisation at ``W^0``.
 3. :func:`prerun` - ``replicas`` chains of the cell's ``dynamics`` (SGD, Eqs. 40-41, or the SGF
    of Eqs. 51-52 with the exact mini-batch noise) start at ``W^0`` and run ``prerun_tau``
-   relaxation times ``tau0 = 1 / (lr g_min)``, recording traces of ``D1 = |W1|^2``,
-   ``D2 = |W2|^2`` and ``|W2 W1 - w*|``: with label noise they drift along the manifold of
+   relaxation times ``tau0 = 1 / (lr g_min)`` (plus what a ``W^0`` away from the minimum needs,
+   :func:`start_extra_tau`; nothing for a converged gradient flow), recording traces of
+   ``D1 = |W1|^2``, ``D2 = |W2|^2`` and ``|W2 W1 - w*|``: with label noise they drift along the manifold of
    minima towards lower ``tr Gamma`` (Eq. 63).
 4. :func:`local_plan` - **protocol (b)**: each replica's *local point* (time average of the
    last ``average_tau`` tau0 of the pre-run, or of its sampling window) and the exact
@@ -23,7 +24,8 @@
    **loss perturbations** of Fig. 7 (Eq. 73, IVFR) are taken along the eigenvectors of the
    projected ``cov(dW2)`` and of the unprojected ``cov(vec dW1)`` (:func:`loss_perturbations`).
    The series of the slowest drift mode and of the loss (:class:`SlowestModeAndLoss`) give the
-   integrated autocorrelation time and effective sample size of the window.
+   integrated autocorrelation time and effective sample size of the window, and its
+   stationarity test (:func:`weightdyn.stationarity.window_test`).
 6. :func:`relaxation` - autocorrelation of the drift eigenmodes ``chi_k`` of the local
    linearisation over ``relax_tau`` local relaxation times, against ``exp(-sigma_x^2 omega_k t)``
    (Eqs. 74-78), ``t = lr steps``.
@@ -44,7 +46,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from weightdyn import observables, seeds
+from weightdyn import observables, seeds, stationarity
 from weightdyn.experiments import Params, Progress
 from weightdyn.streams import progress_line
 from weightdyn.two_layer import simulate as sim
@@ -200,6 +202,19 @@ class Prerun:
     W2_loc: np.ndarray
 
 
+def start_extra_tau(s: Setup, a: TheoryAtW0) -> float:
+    """Relaxation times of pre-run that ``W^0`` needs beyond a start at a minimum
+    (:func:`weightdyn.stationarity.extra_burnin_tau`): its squared distance from the minimum,
+    bounded by the loss excess ``L(W^0) - L* = d^T G d / 2 >= g_min |d|^2 / 2`` on the range of
+    the exact drift ``G`` (Eq. 36 is quadratic in ``w = W2 W1``, ``L*`` at the least-squares
+    ``w*``, Eq. 39), against ``tr M`` of the exact linearisation at ``W^0``. 0 at a
+    converged gradient flow (excess ~ 0)."""
+    L_star = sim.loss(s.X, s.Y, np.eye(s.X.shape[1]), s.w_star)
+    excess = sim.loss(s.X, s.Y, s.W1g, s.W2g) - L_star
+    distance2 = 2.0 * excess / float(a.lin.g[-1])
+    return stationarity.extra_burnin_tau(distance2, float(np.trace(a.lin.Mr)))
+
+
 def _segment_ends(tau0: float, thin0: int, pre_steps: int, avg_steps: int) -> list[int]:
     """Segments ending at tau0 * 10^k (then the averaging window), so that the traces resolve
     the drift on a logarithmic time axis."""
@@ -216,10 +231,11 @@ def prerun(s: Setup, a: TheoryAtW0, p: Params, rng: np.random.Generator,
     tau0 = a.tau0
     thin0 = max(1, round(tau0 / float(p["records_per_tau"])))
     avg_steps = _round_up(float(p["average_tau"]) * tau0, thin0)
-    pre_steps = max(_round_up(float(p["prerun_tau"]) * tau0, thin0), avg_steps)
+    extra = start_extra_tau(s, a)
+    pre_steps = max(_round_up((float(p["prerun_tau"]) + extra) * tau0, thin0), avg_steps)
     progress(
         f"pre-run ({p['dynamics']}): tau0 = {tau0:.4g} steps, {pre_steps} steps x {R} replicas "
-        f"(local point: mean of the last {avg_steps})"
+        f"(local point: mean of the last {avg_steps}; {extra:.3g} tau0 for the start's distance)"
     )
     run = RUNNERS[p["dynamics"]]
     W1c, W2c = s.W1g, s.W2g
@@ -311,6 +327,7 @@ class Samples:
     Mz_sim: np.ndarray | None = None  # replica 0's covariance in the Z basis (Fig. 6a)
     series: list[np.ndarray] = field(default_factory=list)  # (T, 1, 2) per replica
     ess: observables.EffectiveSampleSize | None = None
+    stationarity: stationarity.StationarityTest | None = None
 
 
 def _empty_samples(pre: Prerun, plan: LocalPlan, p: Params, n1: int, n2: int) -> Samples:
@@ -393,12 +410,22 @@ def sample(s: Setup, pre: Prerun, plan: LocalPlan, p: Params, rng: np.random.Gen
         out.traces.append({k: getattr(res, k) for k in ("trace_step", *TRACE_NAMES)})
         out.final_W1[r], out.final_W2[r] = res.final_W1[0], res.final_W2[0]
         analyse_replica(s, p, res, r, sets, out)
+    series = np.concatenate(out.series, axis=1)
     out.ess = observables.effective_sample_size(
-        np.concatenate(out.series, axis=1), res.obs_spacing, plan.sample_steps, res.obs_names
+        series, res.obs_spacing, plan.sample_steps, res.obs_names
     )
-    for line in observables.ess_log_lines(out.ess):
+    out.stationarity = window_test(s, series)
+    for line in [*observables.ess_log_lines(out.ess), *out.stationarity.log_lines()]:
         progress(line)
     return out
+
+
+def window_test(s: Setup, series: np.ndarray) -> stationarity.StationarityTest:
+    """:func:`weightdyn.stationarity.window_test` of the sampling window on the squared slowest
+    drift mode and the loss excess ``L - L*`` (series (T, R, 2) of :class:`SlowestModeAndLoss`)."""
+    L_star = sim.loss(s.X, s.Y, np.eye(s.X.shape[1]), s.w_star)
+    positive = np.stack([series[..., 0] ** 2, series[..., 1] - L_star], axis=-1)
+    return stationarity.window_test(positive, ("slowest", "loss"))
 
 
 def _recentred(M11, M12, M22, m1, m2, mm1, mm2):
