@@ -226,3 +226,29 @@ def test_model_cell_burnin_grows_from_a_random_start_and_has_the_variables() -> 
     assert float(ds["trace_M_sgd"]) == float(ds["trace_sgd"])
     assert float(ds["trace_M_exact"]) == float(ds["trace_exact"])
     assert int(ds["not_stationary"]) == 0 and np.isfinite(float(ds["stationarity_t_loss"]))
+
+
+def test_two_layer_cell_has_the_variables_and_its_start_term() -> None:
+    """A tiny two-layer cell (N_i = 5, N_h = 4, 2 replicas): trace_M_sgd is the sum of the
+    protocol (b) spectra of both layers; the gradient-flow end point W^0 is a minimum, so its
+    pre-run is the old one, and a W^0 moved off the minimum gets more."""
+    from dataclasses import replace
+
+    from weightdyn.two_layer import protocol as tl_protocol
+
+    exp = experiments.get("two_layer")
+    block = {"experiment": "two_layer", "N_i": 5, "N_h": 4, "P": 40, "sigma_y2": 1.0,
+             "lr": 0.1, "batch_size": 5, "replicas": 2, "n_blocks": 2, "prerun_tau": 20.0,
+             "average_tau": 5.0, "sample_tau": 20.0, "relax_tau": 0.0}  # fmt: skip
+    (cell,) = sweep.expand_sweep("t", block).cells
+    ds = exp.run_cell(cell.params, lambda _: None)
+    theories = check_trace_variables(ds)
+    assert theories == ["trace_M_exact_local", "trace_M_exact_w0", "trace_M_eq66"]
+    layers = ds["eig_cov1_sgd_b"].sum() + ds["eig_cov2_sgd_b"].sum()
+    assert float(ds["trace_M_sgd"]) == pytest.approx(float(layers), rel=1e-12)
+    assert int(ds["not_stationary"]) == 0
+    s = tl_protocol.setup(cell.params, lambda _: None)
+    a = tl_protocol.theory_at_w0(s, cell.params, lambda _: None)
+    assert tl_protocol.start_extra_tau(s, a) == 0.0
+    moved = replace(s, gf=replace(s.gf, W1=1.5 * s.gf.W1))  # loss excess >> tr M
+    assert tl_protocol.start_extra_tau(moved, a) > 1.0

@@ -13,8 +13,8 @@
    of Eqs. 51-52 with the exact mini-batch noise) start at ``W^0`` and run ``prerun_tau``
    relaxation times ``tau0 = 1 / (lr g_min)`` (plus what a ``W^0`` away from the minimum needs,
    :func:`start_extra_tau`; nothing for a converged gradient flow), recording traces of
-   ``D1 = |W1|^2``, ``D2 = |W2|^2`` and ``|W2 W1 - w*|``: with label noise they drift along the manifold of
-   minima towards lower ``tr Gamma`` (Eq. 63).
+   ``D1 = |W1|^2``, ``D2 = |W2|^2`` and ``|W2 W1 - w*|``: with label noise they drift along
+   the manifold of minima towards lower ``tr Gamma`` (Eq. 63).
 4. :func:`local_plan` - **protocol (b)**: each replica's *local point* (time average of the
    last ``average_tau`` tau0 of the pre-run, or of its sampling window) and the exact
    linearisation there set the sampling length.
