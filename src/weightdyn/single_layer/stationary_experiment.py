@@ -23,7 +23,12 @@ whatever the dynamics, so one name holds one estimator and a merged sweep compar
 relative distance of the simulated covariance from Eq. 30 (the old SGD-vs-SGF figure's epsilon_F).
 Simulated cells also hold the integrated autocorrelation times of the slowest Hessian mode and of
 the training loss (``tau_int_slowest``, ``tau_int_loss``, in steps), the effective sample sizes
-(``ess_*``) and ``undersampled`` (fewer than 50 tau_int sampled; :mod:`weightdyn.observables`).
+(``ess_*``) and ``undersampled`` (fewer than 50 tau_int sampled; :mod:`weightdyn.observables`),
+and ``not_stationary`` with ``stationarity_t_*`` (the late half of the sampling window against its
+early half; :mod:`weightdyn.stationarity`). ``trace_M_sgd`` (+- ``trace_M_sgd_se``) is tr M of the
+simulation about w*, ``trace_M_eq30``, ``_eq33``, ``_eq34``, ``_discrete`` (and ``_euler``) those
+of the theories. A random start gets the burn-in its distance from w* needs
+(:func:`~weightdyn.single_layer.protocol.start_extra_tau`).
 """
 
 from __future__ import annotations
@@ -49,7 +54,13 @@ from weightdyn.experiments import (
 from weightdyn.io import attrs
 from weightdyn.single_layer import params as sp
 from weightdyn.single_layer import theory
-from weightdyn.single_layer.datasets import euler_dataset, sgd_dataset, theory_dataset
+from weightdyn.single_layer.datasets import (
+    DISCRETE,
+    P000,
+    euler_dataset,
+    sgd_dataset,
+    theory_dataset,
+)
 from weightdyn.single_layer.protocol import (
     run_stationary_sgd,
     run_stationary_sgf,
@@ -184,17 +195,15 @@ def _trace_dataset(ds: xr.Dataset, dynamics: str) -> xr.Dataset:
     """tr M of the simulation about w* (``N var_w_sgd_wstar``, its jackknife error) and of the
     theories the cell evaluates (:func:`weightdyn.stationarity.trace_variables`)."""
     N = ds.sizes["mode"]
-    P000 = "paper 000"
     theories = {
         "eq30": (N * float(ds["var_w_theory"]), "tr M of the Lyapunov covariance",
                  f"{P000} Eqs. 30-31"),
-        "eq33": (float(ds["eig_M_detailed_balance"].sum()), "tr M under detailed balance",
+        "eq33": (float(ds["eig_M_detailed_balance"].sum(skipna=False)), "tr M under detailed balance",
                  f"{P000} Eq. 33"),
         "eq34": (N * float(ds["M_isotropic"]), "tr M of the isotropic approximation",
                  f"{P000} Eq. 34"),
         "discrete": (float(ds["eig_M_discrete"].sum(skipna=False)),
-                     "tr M of the exact discrete-time second moment of SGD about w*",
-                     f"exact discrete recursion, beyond {P000} Eq. 30"),
+                     "tr M of the exact discrete-time second moment of SGD about w*", DISCRETE),
     }  # fmt: skip
     if "eig_M_euler" in ds:
         theories["euler"] = (float(ds["eig_M_euler"].sum(skipna=False)),
