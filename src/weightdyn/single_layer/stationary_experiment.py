@@ -198,8 +198,8 @@ def _trace_dataset(ds: xr.Dataset, dynamics: str) -> xr.Dataset:
     theories = {
         "eq30": (N * float(ds["var_w_theory"]), "tr M of the Lyapunov covariance",
                  f"{P000} Eqs. 30-31"),
-        "eq33": (float(ds["eig_M_detailed_balance"].sum(skipna=False)), "tr M under detailed balance",
-                 f"{P000} Eq. 33"),
+        "eq33": (float(ds["eig_M_detailed_balance"].sum(skipna=False)),
+                 "tr M under detailed balance", f"{P000} Eq. 33"),
         "eq34": (N * float(ds["M_isotropic"]), "tr M of the isotropic approximation",
                  f"{P000} Eq. 34"),
         "discrete": (float(ds["eig_M_discrete"].sum(skipna=False)),
