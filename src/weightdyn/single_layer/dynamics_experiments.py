@@ -36,7 +36,11 @@ from weightdyn.experiments import (
 )
 from weightdyn.single_layer import multiplicative, perturbation, relaxation, teacher_student, theory
 from weightdyn.single_layer import params as sp
-from weightdyn.single_layer.protocol import run_stationary_sgd
+from weightdyn.single_layer.protocol import (
+    run_stationary_sgd,
+    slowest_mode_and_loss,
+    stationarity_dataset,
+)
 from weightdyn.single_layer.teacher_student import N_TEST, TEACHER_STUDENT
 
 gbm_plots = LazyPlots("weightdyn.plots.gbm")
@@ -463,15 +467,18 @@ def _derive_table1(params: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_table1(params: Params, progress: Progress) -> xr.Dataset:
-    """Table 1: stationary SGD on one (N, P, sigma_eps2) data set, measured beside the theory."""
+    """Table 1: stationary SGD on one (N, P, sigma_eps2) data set, measured beside the theory,
+    with the stationarity test of its sampling window (``not_stationary``)."""
     d = params["data"]
     seed = _seed(params, ("N", "P", "sigma_eps2"), (DATA_SEED, SAMPLING))
     progress(f"table 1: N={d.N}, P={d.P}, sigma_eps2={d.sigma_eps2}")
     lr, S, sampling = params["lr"], params["batch_size"], params["sampling"]
     w_star, result = run_stationary_sgd(
-        d, lr, S, sampling, sp.protocol(params), seeds.generator("table1", seed), progress
-    )
-    return perturbation.table1_dataset(d, w_star, result, lr, S, sampling)
+        d, lr, S, sampling, sp.protocol(params), seeds.generator("table1", seed), progress,
+        slowest_mode_and_loss(d),
+    )  # fmt: skip
+    ds = perturbation.table1_dataset(d, w_star, result, lr, S, sampling)
+    return ds.merge(stationarity_dataset(d, result, progress, f"{P000} Eqs. 10-11 (SGD)"))
 
 
 def table1_agreement(ds: xr.Dataset, label: str) -> list[Agreement]:

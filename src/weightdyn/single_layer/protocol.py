@@ -16,7 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+import xarray as xr
 
+from weightdyn import stationarity
 from weightdyn.data import TeacherStudentData
 from weightdyn.observables import LinearQuadratic, Observables
 from weightdyn.single_layer import theory
@@ -127,6 +129,30 @@ def slowest_mode_and_loss(data: TeacherStudentData, dtype: str = "float32") -> L
     omega_min = 1.0 / theory.slowest_relaxation_steps(H, 1.0)
     k = int(np.argmin(np.abs(omega - omega_min)))
     return LinearQuadratic(U[:, k : k + 1], H, theory.optimal_loss(data.X, data.y), dtype=dtype)
+
+
+def stationarity_dataset(
+    data: TeacherStudentData,
+    result: SGDResult | SGFResult,
+    progress: Callable[[str], None],
+    source: str,
+) -> xr.Dataset:
+    """The window test of :func:`weightdyn.stationarity.window_test` on the series of
+    :func:`slowest_mode_and_loss` (squared slowest-mode projection, loss excess ``L - L*`` of
+    Eq. 9): ``not_stationary`` and ``stationarity_t_*`` (``source``: the simulation's
+    equations). Untested (NaN, not flagged) where nothing fluctuates (diverged, or N >= P:
+    Eq. 16) or the run had no hook. Logged through ``progress``, a WARNING line when flagged."""
+    names = ("slowest", "loss")
+    if result.diverged or data.N >= data.P or result.obs_series is None:
+        test = stationarity.window_test(np.empty((0, result.replicas, 2)), names)
+    else:
+        series = result.obs_series.copy()
+        series[..., 0] **= 2
+        series[..., 1] -= theory.optimal_loss(data.X, data.y)
+        test = stationarity.window_test(series, names)
+        for line in test.log_lines():
+            progress(line)
+    return xr.Dataset(test.variables(source))
 
 
 def run_stationary_sgd(

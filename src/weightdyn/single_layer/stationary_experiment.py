@@ -65,6 +65,7 @@ from weightdyn.single_layer.protocol import (
     run_stationary_sgd,
     run_stationary_sgf,
     slowest_mode_and_loss,
+    stationarity_dataset,
 )
 from weightdyn.single_layer.simulate import SGDResult
 from weightdyn.single_layer.teacher_student import N_TEST, TEACHER_STUDENT
@@ -171,26 +172,6 @@ def _ess_dataset(data: TeacherStudentData, result: SGDResult, progress: Progress
     return xr.Dataset({name: value for name, value in variables.items()})
 
 
-def _stationarity_dataset(
-    data: TeacherStudentData, result: SGDResult, progress: Progress
-) -> xr.Dataset:
-    """The window test of :func:`weightdyn.stationarity.window_test` on the series of the
-    squared slowest-mode projection and of the loss excess ``L - L*`` (Eq. 9), the flag
-    ``not_stationary``; untested (NaN, not flagged) where nothing fluctuates (diverged, or
-    N >= P: Eq. 16). Logged through ``progress``, with a WARNING line when flagged."""
-    names = ("slowest", "loss")
-    if result.diverged or data.N >= data.P or result.obs_series is None:
-        test = stationarity.window_test(np.empty((0, result.replicas, 2)), names)
-    else:
-        series = result.obs_series.copy()
-        series[..., 0] **= 2
-        series[..., 1] -= theory.optimal_loss(data.X, data.y)
-        test = stationarity.window_test(series, names)
-        for line in test.log_lines():
-            progress(line)
-    return xr.Dataset(test.variables(SIM_METHOD[1]))
-
-
 def _trace_dataset(ds: xr.Dataset, dynamics: str) -> xr.Dataset:
     """tr M of the simulation about w* (``N var_w_sgd_wstar``, its jackknife error) and of the
     theories the cell evaluates (:func:`weightdyn.stationarity.trace_variables`)."""
@@ -247,7 +228,7 @@ def run_cell(params: Params, progress: Progress) -> xr.Dataset:
         parts += [sgd_dataset(data, w_star, result, *SIM_METHOD)]
         parts += [_frobenius_error(data, params, result)]
         parts += [_ess_dataset(data, result, progress)]
-        parts += [_stationarity_dataset(data, result, progress)]
+        parts += [stationarity_dataset(data, result, progress, SIM_METHOD[1])]
     if dynamics.startswith("sgf_"):
         parts.append(euler_dataset(data, lr, S, sampling, params["dt_over_lr"] * lr))
     ds = xr.merge(parts)
