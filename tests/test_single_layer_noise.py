@@ -16,6 +16,7 @@ import pytest
 from weightdyn import io, seeds
 from weightdyn.data import teacher_student
 from weightdyn.single_layer import noise, theory
+from weightdyn.single_layer import teacher_student as shared_data
 
 SIGMA_EPS2 = 0.25
 
@@ -244,7 +245,8 @@ ACCEPTANCE_P_OVER_N = (1.1, 2, 50)
 def test_acceptance_empirical_noise_matches_eq17_and_eq20_limit() -> None:
     """4e5 mini-batches at w*, N = 100, S = 10, sigma_eps^2 = 0.25, both samplings.
 
-    Data are the workflow's data sets (stream ``single_layer/data``, data_seed 0). Thresholds
+    Data are the workflow's data sets (:mod:`weightdyn.single_layer.teacher_student`, data_seed
+    0). Thresholds
     from the issue: median relative eigenvalue error <= 0.6 %, max <= 2.5 %, relative Frobenius
     error <= 4 %, trace within 0.5 %. Eq. 20 misses tr C (Eq. 17) by > 10x at P/N = 1.1 on this
     data set and approaches it as P/N grows.
@@ -254,7 +256,7 @@ def test_acceptance_empirical_noise_matches_eq17_and_eq20_limit() -> None:
     for ratio in ACCEPTANCE_P_OVER_N:
         P = round(ratio * N)
         cell = {"N": N, "P": P, "sigma_eps2": SIGMA_EPS2, "data_seed": 0}
-        data = teacher_student(N, P, SIGMA_EPS2, seeds.generator("single_layer/data", cell))
+        data = shared_data.load(shared_data.make({**cell, "n_test": 1000}))
         w_star = theory.min_norm_solution(data.X, data.y)
         C20 = theory.hessian_noise_covariance(theory.hessian(data.X), SIGMA_EPS2, S)
         for sampling in ("with", "without"):
