@@ -14,10 +14,15 @@ from weightdyn.models import DeepLinear, Linear, OneHidden, cell, theory
 from weightdyn.models.experiment import OrthogonalTeacher
 
 SMALL = {"replicas": 4, "burn_tau": 3.0, "sample_tau": 30.0, "n_blocks": 2, "noise": 0.25}
-DEEP = {"experiment": "deep_linear", "N_i": 3, "width": 3, "depth": 3, "P": 40, "lr": 0.1,
+# lr = 0.03: at lr = 0.1 SGD's spectrum exceeds the linearisation by 10-80 % depending on the
+# data set (an O(lr) bias, not sampling noise), too close to the loose check below
+DEEP = {"experiment": "deep_linear", "N_i": 3, "width": 3, "depth": 3, "P": 40, "lr": 0.03,
         "batch_size": 5, **SMALL}  # fmt: skip
+# data_seed 5: a data set whose minimum near the teacher is isolated; at this size other draws
+# run off to a saturated unit (null_dim > 0), lose stability or settle in several minima,
+# which the cell flags (tested below)
 ONE = {"experiment": "one_hidden", "N_i": 3, "width": 3, "P": 100, "lr": 0.1, "batch_size": 5,
-       "start": "teacher", **SMALL}  # fmt: skip
+       "start": "teacher", "data_seed": 5, **SMALL}  # fmt: skip
 
 
 def run(block: dict) -> list:

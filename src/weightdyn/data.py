@@ -7,6 +7,7 @@ Arrays are numpy, one row per sample: X has shape (P, N) (the paper's X is the t
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,12 +45,19 @@ def teacher_student(
     rng: np.random.Generator,
     n_test: int = 1000,
     sigma_u2: float = 1.0,
+    *,
+    noise_rng: np.random.Generator | None = None,
 ) -> TeacherStudentData:
     """Draw a teacher-student regression problem (paper 000 Eqs. 1-2) with sigma_x^2 = 1/N.
 
     The test set holds ``n_test`` fresh samples of the same teacher with fresh label noise.
+    The label noise is ``sqrt(sigma_eps2)`` times standard normal draws, so two calls that
+    differ only in ``sigma_eps2`` share the inputs, the teacher and the test inputs exactly
+    (see :func:`gaussian_teacher_student`, also for ``noise_rng``).
     """
-    return gaussian_teacher_student(N, P, sigma_eps2, rng, n_test=n_test, sigma_u2=sigma_u2)
+    return gaussian_teacher_student(
+        N, P, sigma_eps2, rng, n_test=n_test, sigma_u2=sigma_u2, noise_rng=noise_rng
+    )
 
 
 def to_dataset(data: TeacherStudentData) -> xr.Dataset:
@@ -159,6 +167,7 @@ def gaussian_teacher_student(
     random_labels: bool = False,
     n_test: int = 1000,
     sigma_u2: float = 1.0,
+    noise_rng: np.random.Generator | None = None,
 ) -> TeacherStudentData:
     """Teacher-student data (paper 000 Eqs. 1-2) with correlated inputs and/or random labels.
 
@@ -170,10 +179,15 @@ def gaussian_teacher_student(
       ``u = 0``, ``eps -> y`` of Sec. II.1: y = eps ~ N(0, sigma_eps^2) (also on the test set).
       The teacher is still drawn (and discarded) so that the inputs equal those of the
       teacher-student draw from the same generator state.
+    * ``noise_rng``: the generator of the label noise. The noise of Eq. 1 is always
+      ``eps = sqrt(sigma_eps2) z`` with ``z`` standard normal (training noise first, then the
+      test noise), so the noise level never changes which numbers are drawn: calls differing
+      only in ``sigma_eps2`` share X, u, X_test and z exactly. With ``noise_rng`` the inputs
+      come from ``rng`` alone (u, X, X_test) and z from ``noise_rng``; without it everything
+      comes from ``rng`` in the order u, X, z, X_test, z_test.
 
     The returned ``sigma_x2`` is the mean feature variance tr(Sigma_x)/N (1/N for the families
-    of :func:`input_covariance`). Draw order: u, X, eps, X_test, test noise (as in
-    :func:`teacher_student`); the same generator state gives the same data.
+    of :func:`input_covariance`).
     """
     if N < 1 or P < 1:
         raise ValueError(f"N and P must be positive, got N={N}, P={P}")
@@ -181,37 +195,41 @@ def gaussian_teacher_student(
         raise ValueError(f"sigma_eps2 must be >= 0, got {sigma_eps2}")
     if n_test < 1:
         raise ValueError(f"n_test must be positive, got {n_test}")
+    draw_inputs, sigma_x2 = _input_sampler(N, rng, input_cov)
     sigma_eps = np.sqrt(sigma_eps2)
-    if input_cov is None:
-        sigma_x = np.sqrt(1.0 / N)
-        sigma_x2 = 1.0 / N
-
-        def draw_inputs(n: int) -> np.ndarray:
-            return rng.normal(0.0, sigma_x, size=(n, N))
-
-    else:
-        if np.shape(input_cov) != (N, N):
-            raise ValueError(f"input_cov must have shape ({N}, {N}), got {np.shape(input_cov)}")
-        root = _covariance_root(input_cov)
-        sigma_x2 = float(np.trace(input_cov)) / N
-
-        def draw_inputs(n: int) -> np.ndarray:
-            return rng.standard_normal((n, N)) @ root  # root symmetric: cov = root root^T
-
     u = rng.normal(0.0, np.sqrt(sigma_u2), size=N)
     if random_labels:
         u = np.zeros(N)
     X = draw_inputs(P)
-    eps = rng.normal(0.0, sigma_eps, size=P)
-    X_test = draw_inputs(n_test)
-    y_test = X_test @ u + rng.normal(0.0, sigma_eps, size=n_test)
+    if noise_rng is None:
+        eps = sigma_eps * rng.standard_normal(P)
+        X_test = draw_inputs(n_test)
+        eps_test = sigma_eps * rng.standard_normal(n_test)
+    else:
+        X_test = draw_inputs(n_test)
+        eps = sigma_eps * noise_rng.standard_normal(P)
+        eps_test = sigma_eps * noise_rng.standard_normal(n_test)
     return TeacherStudentData(
         X=X,
         y=X @ u + eps,
         u=u,
         eps=eps,
         X_test=X_test,
-        y_test=y_test,
+        y_test=X_test @ u + eps_test,
         sigma_x2=sigma_x2,
         sigma_eps2=float(sigma_eps2),
     )
+
+
+def _input_sampler(
+    N: int, rng: np.random.Generator, input_cov: np.ndarray | None
+) -> tuple[Callable[[int], np.ndarray], float]:
+    """(draw n inputs from ``rng``, mean feature variance) for i.i.d. (sigma_x^2 = 1/N) or
+    ``input_cov``-correlated Gaussian inputs (paper 000 Sec. II.1)."""
+    if input_cov is None:
+        sigma_x = np.sqrt(1.0 / N)
+        return (lambda n: rng.normal(0.0, sigma_x, size=(n, N))), 1.0 / N
+    if np.shape(input_cov) != (N, N):
+        raise ValueError(f"input_cov must have shape ({N}, {N}), got {np.shape(input_cov)}")
+    root = _covariance_root(input_cov)  # symmetric: cov = root root^T
+    return (lambda n: rng.standard_normal((n, N)) @ root), float(np.trace(input_cov)) / N

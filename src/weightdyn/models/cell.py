@@ -98,23 +98,32 @@ class Data:
 def teacher_data(
     model: Model, teacher: Model, params: Mapping[str, Any], teacher_scale: float
 ) -> Data:
-    """Gaussian inputs, labels ``teacher(x) + eps`` with ``eps ~ N(0, noise)`` (step 1)."""
-    rng = seeds.generator("models/data", _data_keys(params))
+    """Gaussian inputs, labels ``teacher(x) + eps`` with ``eps = sqrt(noise) z`` (step 1, paper
+    000 Eq. 1 with a network teacher).
+
+    ``X`` and the teacher come from the stream ``models/data/inputs`` and the standard normal
+    ``z`` from ``models/data/noise``, both seeded without the noise level, so cells that differ
+    only in ``noise`` share ``X``, the teacher and ``z`` exactly.
+    """
+    keys = _data_keys(params)
+    rng = seeds.generator("models/data/inputs", keys)
     X = rng.standard_normal((int(params["P"]), model.n_in))
     theta_t = teacher.random_theta(rng, teacher_scale)
     Y = teacher.output(X, theta_t)
-    Y = Y + math.sqrt(float(params["noise"])) * rng.standard_normal(Y.shape)
-    return Data(X, Y, theta_t)
+    z = seeds.generator("models/data/noise", keys).standard_normal(Y.shape)
+    return Data(X, Y + math.sqrt(float(params["noise"])) * z, theta_t)
 
 
 def _data_keys(params: Mapping[str, Any]) -> dict[str, Any]:
-    keys = ("N_i", "N_o", "P", "noise", "teacher", "data_seed", "activation", "width")
+    """The data's parameters without the label-noise level ``noise``."""
+    keys = ("N_i", "N_o", "P", "teacher", "data_seed", "activation", "width")
     return {k: params[k] for k in keys if k in params}
 
 
 def _init_keys(params: Mapping[str, Any]) -> dict[str, Any]:
-    """The data's keys and the architecture: ``theta*`` is shared by cells that differ only
-    in ``lr``, ``batch_size``, ``sampling`` or ``init``."""
+    """The data's keys and the architecture: the start ``theta0`` is shared by cells that
+    differ only in ``noise``, ``lr``, ``batch_size``, ``sampling`` or ``init``, and ``theta*``
+    by those that differ only in the last four."""
     return {**_data_keys(params), **{k: params[k] for k in ("depth", "init_scale", "start")
                                      if k in params}}  # fmt: skip
 

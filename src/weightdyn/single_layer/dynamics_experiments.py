@@ -6,12 +6,17 @@
 - ``table1`` (Table 1): steady-state properties across the interpolation threshold;
 - ``gbm`` (Eqs. 21-24): N = 1 without label noise, SGD ensembles vs geometric Brownian motion.
 
-Seeds: every stream keeps its old name and key subset (the old single-job config blocks); a new
-parameter enters a seed only at a non-default value (:func:`_seed`). The exception is ``gbm``,
-whose old stream ran through all learning rates of the block in turn, so a cell's numbers depended
-on the other cells; its inputs now come from the stream ``gbm/inputs`` of (P, data_seed), shared
-by the cells that differ only in lr, batch size or start, and its SGD ensemble from ``gbm`` of the
-cell's own values.
+Seeds: every SGD stream keeps its old name and key subset (the old single-job config blocks); a
+new parameter enters a seed only at a non-default value (:func:`_seed`). The data never depend on
+the label-noise level: the i.i.d. cells use the shared data set of
+:mod:`weightdyn.single_layer.teacher_student`, and the correlated-input cells of ``perturbation``
+draw their data sets from ``perturbation/correlated/inputs`` (covariance, teacher, inputs) and
+``perturbation/correlated/noise`` (standard label-noise draws) of the data's parameters
+(:data:`CORRELATED_DATA_KEYS` and the realisation), their SGD from ``perturbation/correlated``.
+``gbm``'s old stream ran through all learning rates of the block in turn, so a cell's numbers
+depended on the other cells; its inputs now come from the stream ``gbm/inputs`` of
+(P, data_seed), shared by the cells that differ only in lr, batch size or start, and its SGD
+ensemble from ``gbm`` of the cell's own values.
 """
 
 from __future__ import annotations
@@ -258,6 +263,8 @@ RELAXATION = Experiment(
 # ----------------------------------------------------------------------------- perturbation
 
 PERTURBATION_SEED = ("N", "sigma_eps2", "lr", "batch_size", "replicas", "sample_steps")
+#: the keys seeding the data sets of a correlated-input cell (no noise level, no SGD setting)
+CORRELATED_DATA_KEYS = ("N", "P", "input_covariance", "correlation", "data_seed")
 INPUT_COVARIANCE = Param(
     "input_covariance",
     str,
@@ -302,7 +309,8 @@ def _derive_perturbation(params: dict[str, Any]) -> dict[str, Any]:
 
 
 def _perturbation_iid(params: Params, progress: Progress) -> xr.Dataset:
-    """Fig. 5a: one i.i.d. teacher-student data set (the shared stream single_layer/data)."""
+    """Fig. 5a: one i.i.d. teacher-student data set (the shared data set of
+    :mod:`weightdyn.single_layer.teacher_student`)."""
     d = teacher_student.load(teacher_student.make(params))
     seed = _seed(params, (*PERTURBATION_SEED, _size_key(params), "data_seed"), (SAMPLING,))
     progress(f"perturbation (iid): N={d.N}, P={d.P}")
@@ -318,6 +326,28 @@ def _perturbation_iid(params: Params, progress: Progress) -> xr.Dataset:
     )
 
 
+def _correlated_data(params: Params, realisation: int) -> data.TeacherStudentData:
+    """Data set ``realisation`` of a Fig. 5b cell (paper 000 Eqs. 1-2, Sec. II.1 with Sigma_x).
+
+    The covariance, teacher and inputs come from the stream ``perturbation/correlated/inputs``
+    and the standard label-noise draws from ``perturbation/correlated/noise``, both seeded by
+    the data's parameters without sigma_eps2 (:data:`CORRELATED_DATA_KEYS`): cells that differ
+    only in the noise level (or in lr, S, ...) share the inputs exactly.
+    """
+    cell = {**{key: params[key] for key in CORRELATED_DATA_KEYS}, "realisation": realisation}
+    rng = seeds.generator("perturbation/correlated/inputs", cell)
+    cov = data.input_covariance(params["N"], params["input_covariance"], params["correlation"], rng)
+    return data.gaussian_teacher_student(
+        params["N"],
+        params["P"],
+        params["sigma_eps2"],
+        rng,
+        input_cov=cov,
+        n_test=params["n_test"],
+        noise_rng=seeds.generator("perturbation/correlated/noise", cell),
+    )
+
+
 def _perturbation_correlated(params: Params, progress: Progress) -> xr.Dataset:
     """Fig. 5b: ``realisations`` data sets with correlated Gaussian inputs, averaged."""
     keys = (
@@ -328,14 +358,10 @@ def _perturbation_correlated(params: Params, progress: Progress) -> xr.Dataset:
         "realisations",
     )
     base = _seed(params, keys, (SAMPLING, DATA_SEED, N_TEST))
-    N_, P_, kind = params["N"], params["P"], params["input_covariance"]
     cells = []
     for r in range(params["realisations"]):
         rng = seeds.generator("perturbation/correlated", {**base, "realisation": r})
-        cov = data.input_covariance(N_, kind, params["correlation"], rng)
-        d = data.gaussian_teacher_student(
-            N_, P_, params["sigma_eps2"], rng, input_cov=cov, n_test=params["n_test"]
-        )
+        d = _correlated_data(params, r)
         progress(f"perturbation (correlated): realisation {r + 1}/{params['realisations']}")
         cells.append(
             perturbation.run_perturbation_cell(
@@ -349,7 +375,7 @@ def _perturbation_correlated(params: Params, progress: Progress) -> xr.Dataset:
             )
         )
     out = perturbation.average_over_realisations(cells)
-    out.attrs["input_cov"] = f"{kind} ({params['correlation']})"
+    out.attrs["input_cov"] = f"{params['input_covariance']} ({params['correlation']})"
     return out
 
 

@@ -19,7 +19,8 @@ cell's parameters, and the cell is named by ``P``. A cell with P <= N is run and
 ``interpolating`` (its measured values are NaN), never refused. Seeds come from the cell's
 parameters with the stream names and key subsets of the old rules (``noise/projector``:
 N, P, realisations; ``noise/k_diagonal``: the data keys; ``noise/spectrum``: the data keys,
-batch_size, sampling, n_batches), so every cell the old config could express is bit-identical.
+batch_size, sampling, n_batches). The data set itself comes from
+:mod:`weightdyn.single_layer.teacher_student`, whose streams do not depend on sigma_eps2.
 """
 
 from __future__ import annotations

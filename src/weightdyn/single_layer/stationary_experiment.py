@@ -7,8 +7,9 @@ Eq. 30, detailed balance Eq. 33, isotropic Eq. 34, and the exact discrete-time s
 SGD, beyond Eq. 30) beside the simulated stationary covariance of the chosen dynamics:
 
 - ``sgd``: mini-batch SGD (Eqs. 10-11), stream ``single_layer/sgd`` seeded by the seven
-  old cell keys (so cells the old config could express are bit-identical to the old main's,
-  except that an ``init: random`` start now gets the longer burn-in its distance needs);
+  old cell keys (sigma_eps2 among them; the data set's own streams do not depend on it, see
+  :mod:`weightdyn.single_layer.teacher_student`); an ``init: random`` start gets the longer
+  burn-in its distance needs;
 - ``sgf_additive`` / ``sgf_multiplicative``: Euler-Maruyama of the SDE of Eq. 13 with C(w*)
   (Eq. 17) or C(w) (Eqs. 14-15) at step ``dt = dt_over_lr * lr``, covering the SDE time of the
   SGD protocol; streams ``single_layer/<dynamics>``. These cells also hold ``eig_M_euler``, the

@@ -69,12 +69,16 @@ def two_layer_data(
     sigma_y2: float = 1.0,
     sigma_u2: float = 1.0,
     input_cov: np.ndarray | None = None,
+    noise_rng: np.random.Generator | None = None,
 ) -> TwoLayerData:
     """Draw ``P`` samples for a network with ``N_i`` inputs and ``N_o >= 1`` outputs.
 
     Draw order: ``X`` (P, N_i), then for ``"teacher"`` the teacher ``U`` (N_o, N_i), then the
-    targets / label noise (P, N_o). I.i.d. inputs are ``rng.normal(0, sqrt(1/N_i))``; with
-    ``input_cov`` they are ``g @ Sigma_x^{1/2}`` with standard normal ``g``.
+    standard normal draws ``Z`` (P, N_o) of the targets / label noise, ``sqrt(sigma_y2) Z``;
+    ``Z`` comes from ``noise_rng`` if given, else from ``rng``. The level ``sigma_y2`` never
+    changes which numbers are drawn, so calls that differ only in it share ``X``, ``U`` and
+    ``Z`` exactly. I.i.d. inputs are ``rng.normal(0, sqrt(1/N_i))``; with ``input_cov`` they
+    are ``g @ Sigma_x^{1/2}`` with standard normal ``g``.
 
     Raises
     ------
@@ -102,7 +106,7 @@ def two_layer_data(
     U = None
     if targets == "teacher":
         U = rng.normal(0.0, np.sqrt(sigma_u2), size=(N_o, N_i))
-    noise = rng.normal(0.0, np.sqrt(sigma_y2), size=(P, N_o))
+    noise = np.sqrt(sigma_y2) * (rng if noise_rng is None else noise_rng).standard_normal((P, N_o))
     Y = noise if U is None else X @ U.T + noise
     return TwoLayerData(
         X=X, Y=Y, targets=targets, sigma_x2=sigma_x2, sigma_y2=float(sigma_y2), U=U, input_cov=cov

@@ -10,10 +10,11 @@ relaxation) from the same ``W^0``; the dataset (:mod:`weightdyn.two_layer.cell_d
 theory of protocols (a) and (b) beside the simulated spectra. An SGF cell beside its SGD twin
 gives Fig. 7 the paper's nonlinear-SGF curve (dash-dotted).
 
-Seeds: streams ``two_layer/data`` and ``two_layer/init`` as before (SGD and SGF cells share data
-and ``W^0``), and ``two_layer/<dynamics>`` seeded by the old block keys
-(:data:`weightdyn.two_layer.protocol.SEED_KEYS`), so every ``dynamics = sgd`` cell is
-bit-identical to the old main's.
+Seeds: streams ``two_layer/data/inputs``, ``two_layer/data/noise`` and ``two_layer/init`` of
+the data's parameters without the label variance (:data:`weightdyn.two_layer.protocol.DATA_KEYS`;
+SGD and SGF cells share data and ``W^0``, and cells differing only in sigma_y2 share the inputs,
+the teacher, the standard noise draws and the start), and ``two_layer/<dynamics>`` seeded by the
+old block keys (:data:`weightdyn.two_layer.protocol.SEED_KEYS`).
 """
 
 from __future__ import annotations

@@ -2,10 +2,13 @@
 
 :func:`weightdyn.two_layer.experiment.run_cell` calls them in this order:
 
-1. :func:`setup` - **data** (:func:`weightdyn.two_layer.data.two_layer_data`, stream
-   ``two_layer/data`` seeded by ``N_i, N_o, P, sigma_y2, targets, data_seed``), **initial
-   weights** (stream ``two_layer/init``, Glorot-type Gaussian of Eq. 71 times ``init_scale`` or
-   zero-balanced, Eq. 42) and **gradient flow** (Eq. 53) to its end point ``W^0``.
+1. :func:`setup` - **data** (:func:`weightdyn.two_layer.data.two_layer_data`: inputs and
+   teacher from the stream ``two_layer/data/inputs``, the standard target / label-noise draws
+   from ``two_layer/data/noise``, both seeded by ``N_i, N_o, P, targets, data_seed`` and not by
+   ``sigma_y2``, so cells differing only in sigma_y2 share X, U and the standard draws),
+   **initial weights** (stream ``two_layer/init``, the same keys with ``N_h, init,
+   init_scale``; Glorot-type Gaussian of Eq. 71 times ``init_scale`` or zero-balanced, Eq. 42)
+   and **gradient flow** (Eq. 53) to its end point ``W^0``.
 2. :func:`theory_at_w0` - **protocol (a)**, the paper's: Eq. 66 with ``Gamma, Delta`` of Eq. 63
    (with the corrected finite-P factor ``1 - N_i/P`` of Eq. 57, docs/errata.md), Eq. 70
    (``N_o = 1``) and the exact linearisation at ``W^0``.
@@ -51,7 +54,7 @@ from weightdyn.experiments import Params, Progress
 from weightdyn.streams import progress_line
 from weightdyn.two_layer import simulate as sim
 from weightdyn.two_layer import theory as tl
-from weightdyn.two_layer.data import two_layer_data
+from weightdyn.two_layer.data import TwoLayerData, two_layer_data
 from weightdyn.two_layer.linalg import (
     Layout,
     Linearisation,
@@ -71,6 +74,9 @@ SEED_KEYS = (
     "sampling", "data_seed", "replicas", "prerun_tau", "average_tau", "sample_tau",
     "records_per_tau", "n_blocks", "trace_points", "relax_tau", "relax_modes", "local_point",
 )  # fmt: skip
+#: the parameters seeding the data (``two_layer/data/inputs``, ``two_layer/data/noise``) and,
+#: with the architecture and start, the initial weights: never the label variance sigma_y2
+DATA_KEYS = ("N_i", "N_o", "P", "targets", "data_seed")
 TRACE_NAMES = ("trace_D1_avg", "trace_D2_avg", "trace_dist_avg")
 #: the integrators of the ``dynamics`` axis (same arguments; SGF: Euler step dt = lr)
 RUNNERS = {"sgd": sim.run_sgd_two_layer, "sgf": sim.run_sgf_two_layer}
@@ -117,15 +123,23 @@ class Setup:
         return self.gf.W2
 
 
+def cell_data(p: Params) -> TwoLayerData:
+    """The cell's training set (Sec. III.1) from the streams ``two_layer/data/inputs`` and
+    ``two_layer/data/noise`` of :data:`DATA_KEYS`: independent of ``sigma_y2`` but for the
+    scale ``sqrt(sigma_y2)`` of the targets / label noise."""
+    data_cell = {k: p[k] for k in DATA_KEYS}
+    return two_layer_data(
+        p["N_i"], p["P"], seeds.generator("two_layer/data/inputs", data_cell), N_o=p["N_o"],
+        targets=p["targets"], sigma_y2=float(p["sigma_y2"]),
+        noise_rng=seeds.generator("two_layer/data/noise", data_cell),
+    )  # fmt: skip
+
+
 def setup(p: Params, progress: Progress) -> Setup:
     """Data (Sec. III.1), initial weights (Eq. 71 or Eq. 42) and gradient flow to ``W^0``."""
     N_i, N_h, N_o, P = p["N_i"], p["N_h"], p["N_o"], p["P"]
-    data_cell = {k: p[k] for k in ("N_i", "N_o", "P", "sigma_y2", "targets", "data_seed")}
-    d = two_layer_data(
-        N_i, P, seeds.generator("two_layer/data", data_cell), N_o=N_o,
-        targets=p["targets"], sigma_y2=float(p["sigma_y2"]),
-    )  # fmt: skip
-    init_cell = {**data_cell, **{k: p[k] for k in ("N_h", "init", "init_scale")}}
+    d = cell_data(p)
+    init_cell = {k: p[k] for k in (*DATA_KEYS, "N_h", "init", "init_scale")}
     init_fn = sim.gaussian_init if p["init"] == "gaussian" else sim.zero_balanced_init
     W1i, W2i = init_fn(N_i, N_h, N_o, seeds.generator("two_layer/init", init_cell),
                        init_scale=float(p["init_scale"]))  # fmt: skip
