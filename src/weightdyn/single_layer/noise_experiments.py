@@ -389,6 +389,9 @@ def _light_spectrum(params: Params) -> bool:
 _DATA_AXES = (N, P, P_OVER_N, SIGMA_EPS2, DATA_SEED)
 _IDENTITY = ("N", "P", "sigma_eps2", "data_seed")
 
+#: the axes the noise-spectrum figures (weightdyn.plots.noise) hold fixed: one curve family
+SPECTRUM_FIXED = ("N", "batch_size", "sigma_eps2", "data_seed")
+
 PROJECTOR = Experiment(
     name="projector",
     family="single_layer",
@@ -429,6 +432,7 @@ K_DIAGONAL = Experiment(
             "**Paper 000, Fig. 1b.** Sorted diagonal P K^μμ of the matrix K (Eq. 18; the squared "
             "residual at w*) for several P at one N, against sorted squares of fresh label noise "
             "ε² with ε ~ N(0, σ_ε²) (black).",
+            fixed=("N", "sigma_eps2", "data_seed"),
         )
     },
     default_figures=("fig1b",),
@@ -454,6 +458,7 @@ NOISE_SPECTRUM = Experiment(
             "gradient covariance at w* (Eqs. 10, 12, 14; band ±2 s.e., jackknife over blocks of "
             "mini-batches) against C = XKXᵀ/S (Eq. 17; App. C prefactor (P−S)/(S(P−1)) without "
             "replacement), divided by σ_x²σ_ε²/S; one panel per sampling mode.",
+            fixed=SPECTRUM_FIXED,
         ),
         "fig2b": Figure(
             plots.fig2b,
@@ -462,6 +467,7 @@ NOISE_SPECTRUM = Experiment(
             "by σ_x²σ_ε²/S; right (the paper's inset): largest and smallest eigenvalues "
             "against P/N, including the theory-only cells (n_batches = 0). Theory only: no "
             "error bars.",
+            fixed=SPECTRUM_FIXED,
         ),
     },
     default_figures=("fig2a", "fig2b"),
@@ -529,6 +535,7 @@ SGD_NOISE = Experiment(
             "σ_x²σ_ε²/S, with and without replacement; lower left: measured / Eq. 17 − 1 per "
             "mode; lower right: the ratio without / with replacement against the App. C factor "
             "(P−S)/(P−1).",
+            fixed=(*SPECTRUM_FIXED, "lr"),
         )
     },
     default_figures=("fig2a",),
