@@ -205,12 +205,13 @@ def _figure_job(
 ) -> None:
     """The body of rule figure in the process that draws it (Agg, BLAS on one thread)."""
     from weightdyn.plots.common import save  # sets the Agg backend before pyplot is used
+    from weightdyn.plots.facets import draw
 
     with job_process("figure", log, capture_output) as logger, threadpool_limits(1):
         experiments.register_modules(modules)
         spec = experiments.get(name).figures[figure]
         ds = _view_data(io.load_all(inputs), cells, spec.source)
-        save(spec.plot(ds, **options), outputs, dpi=dpi)
+        save(draw(name, figure, ds, options, dpi), outputs, dpi=dpi)  # panels per extra axis
         logger.info("wrote %s", ", ".join(outputs))
 
 

@@ -243,6 +243,20 @@ class LazyPlots:
         return LazyFunction(self._module, name)
 
 
+#: the generic figure of a per-cell scalar variable against an axis (weightdyn.plots.scalar);
+#: an experiment whose cells store scalars offers it as ``scalar``
+SCALAR = Figure(
+    LazyFunction("weightdyn.plots.scalar", "scalar"),
+    "A per-cell scalar (the view's option y) against the axis x, one colour per value of the "
+    "axis hue: simulation (open circles, ±1 s.e.; over several data sets the s.e. of their "
+    "mean, the larger of their spread over √n and the combined s.e.) and the theories that the "
+    "variable names (lines, one style each).",
+    axes=(),
+    averaged=("data_seed",),
+    axis_options=("x", "hue"),
+)
+
+
 @dataclass(frozen=True)
 class Experiment:
     """One experiment kind: its parameters, how one cell runs, how cells combine, what it draws.

@@ -34,6 +34,7 @@ from weightdyn import io, resources, seeds
 from weightdyn.agreement import Agreement, agreement
 from weightdyn.experiments import (
     REQUIRED,
+    SCALAR,
     ConfigError,
     Experiment,
     Figure,
@@ -403,13 +404,14 @@ PROJECTOR = Experiment(
     identity=("N", "P"),
     agreement=_projector_rows,
     figures={
+        "scalar": SCALAR,
         "fig1a": Figure(
             plots.fig1a,
             "**Paper 000, Fig. 1a.** Variance of the off-diagonal entries of the projector X⁺X "
             "(text after Eq. 18) against P for several N, mean ±1 s.e. over Gaussian input sets, "
             "with the exact Haar value N(P−N)/(P(P−1)(P+2)) (lines), the paper's claim "
             "∝ P^−1.8 N^−1 (dotted) and a fitted c P^a N^b; right: scaled by P²/N against P/N.",
-        )
+        ),
     },
     default_figures=("fig1a",),
     resources=_resources(2000, 10),
@@ -452,6 +454,7 @@ NOISE_SPECTRUM = Experiment(
     identity=(*_IDENTITY, "batch_size", "sampling", "n_batches"),
     agreement=_spectrum_rows,
     figures={
+        "scalar": SCALAR,
         "fig2a": Figure(
             plots.fig2a,
             "**Sampler check (Fig. 2a at w*).** Sorted eigenvalues of the empirical mini-batch "
@@ -526,6 +529,7 @@ SGD_NOISE = Experiment(
     identity=(*_IDENTITY, "batch_size", "sampling", "lr"),
     agreement=_sgd_noise_rows,
     figures={
+        "scalar": SCALAR,
         "fig2a": Figure(
             plots.fig2a_sgd,
             "**Paper 000, Fig. 2a, from SGD.** Sorted eigenvalues of the mini-batch gradient "
@@ -536,7 +540,7 @@ SGD_NOISE = Experiment(
             "mode; lower right: the ratio without / with replacement against the App. C factor "
             "(P−S)/(P−1).",
             fixed=(*SPECTRUM_FIXED, "lr"),
-        )
+        ),
     },
     default_figures=("fig2a",),
     resources=_resources(2000, 30),

@@ -38,6 +38,7 @@ from weightdyn import observables, resources, seeds, stats
 from weightdyn.agreement import Agreement, agreement
 from weightdyn.data import TeacherStudentData
 from weightdyn.experiments import (
+    SCALAR,
     ConfigError,
     Experiment,
     Figure,
@@ -371,6 +372,7 @@ def _all_but(axes: tuple[str, ...], *drawn: str) -> tuple[str, ...]:
 
 
 FIGURES = {
+    "scalar": SCALAR,
     "variance_vs_size": Figure(
         fig4.variance_vs_size,
         "**Paper 000 Fig. 4a.** Top: mean temporal weight variance of SGD (open circles) against "
