@@ -20,6 +20,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import xarray as xr
 from matplotlib.lines import Line2D
+from matplotlib.ticker import NullLocator
 
 from weightdyn.io import format_number
 from weightdyn.plots.common import styled
@@ -127,7 +128,7 @@ def _fixed_text(ds: xr.Dataset, drawn: Sequence[str]) -> str:
             continue
         values = np.unique(coord.values)
         if values.size == 1 and value_text(values[0]) not in ("", "nan"):
-            parts.append(f"{name} = {value_text(values[0])}")
+            parts.append(f"{_symbol(coord, name)[1] or name} = {value_text(values[0])}")
     return "\n".join(textwrap.wrap(", ".join(parts), 80))
 
 
@@ -161,6 +162,10 @@ def scalar(
         for style, t in zip(THEORY_STYLES, theories, strict=False):
             ax.plot(pts["x"], pts[t], style, color=color, lw=1.1)
     ax.set_xscale("log" if logx else "linear")
+    xs = np.unique(ds[x].values.astype(float))
+    if logx and xs.size <= 8:  # label the drawn values, not crowded powers of ten
+        ax.set_xticks(xs, [value_text(v) for v in xs])
+        ax.xaxis.set_minor_locator(NullLocator())
     ax.set_yscale("log" if logy else "linear")
     ax.set_xlabel(label(ds[x], x))
     ax.set_ylabel(label(ds[y], y))
