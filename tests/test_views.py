@@ -11,6 +11,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 import xarray as xr
+import yaml
 from matplotlib.container import ErrorbarContainer
 
 from weightdyn import experiments, io, sweep
@@ -44,6 +45,20 @@ def test_every_declared_axis_is_an_axis_of_its_experiment() -> None:
             declared = {*(spec.axes or ()), *spec.fixed}
             assert declared <= axes, (name, figure, declared - axes)
             assert not spec.per_cell or spec.axes is None, (name, figure)
+
+
+@pytest.mark.parametrize("name", ["config.yaml", "paper.yaml", "test.yaml"])
+def test_the_shipped_configs_draw_every_figure_as_before(name: str) -> None:
+    """Every view of the shipped configs passes the check, none split into panels."""
+    config = yaml.safe_load((Path(__file__).resolve().parents[1] / "config" / name).read_text())
+    sweep.check_config(config)
+    sweeps = sweep.expand_sweeps(config)
+    for view in sweep.expand_views(config, sweeps).values():
+        exp = experiments.get(view.experiment)
+        spec = exp.figures[view.figure]
+        cells = sweep.view_cells(view, sweeps)
+        values = {p.name: [c.params.get(p.name) for c in cells] for p in exp.axes}
+        assert spec.per_cell or not spec.extra_axes(values, view.options), view.name
 
 
 def test_a_summary_figure_refuses_an_axis_it_holds_fixed_before_any_job() -> None:

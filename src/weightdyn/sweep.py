@@ -375,6 +375,8 @@ def _checked_options(
     options = block.get("options") or {}
     if not isinstance(options, Mapping):
         raise ConfigError(f"{where}: must be a mapping of keyword arguments of the figure")
+    if not options and not spec.axis_options:
+        return {}  # nothing to check: the plotting module is not imported at config time
     params = list(inspect.signature(spec.plot).parameters.values())[1:]
     keywords = (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     allowed = {p.name: p for p in params if p.kind in keywords}

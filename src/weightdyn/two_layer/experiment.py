@@ -265,7 +265,7 @@ EXPERIMENTS = {
         derive=derive,
         agreement=agreement_rows,
         figures=FIGURES,
-        default_figures=tuple(FIGURES),
+        default_figures=tuple(f for f in FIGURES if f != "scalar"),  # scalar needs options
         resources=resources,
     )
 }
