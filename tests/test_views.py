@@ -241,6 +241,16 @@ def test_scalar_on_an_existing_variable_finds_its_se_by_name() -> None:
     plt.close(fig)
 
 
+def test_scalar_draws_a_text_axis_at_positions() -> None:
+    ds = noise_sweep([0.1], [0], [5]).isel(cell=[0, 0])
+    ds = ds.assign_coords(dynamics=("cell", ["sgd", "sgf_additive"]))
+    fig = scalar(ds, y="trace_M_sgd", x="dynamics")
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["sgd", "sgf_additive"]
+    assert np.allclose(_bars(ax)[0].lines[0].get_xdata(), [0, 1])
+    plt.close(fig)
+
+
 def test_scalar_names_what_it_cannot_draw() -> None:
     ds = noise_sweep([0.1, 0.2], [0], [5])
     with pytest.raises(ValueError, match=r"y = 'trace' is not a per-cell scalar.*'trace_M_sgd'"):

@@ -91,22 +91,34 @@ def _checked(ds: xr.Dataset, y: str, x: str, hue: str | None) -> None:
 def _points(
     ds: xr.Dataset, y: str, se: str | None, theories: Sequence[str], x: str
 ) -> dict[str, np.ndarray]:
-    """Per distinct x (sorted): the mean of y and of the theories over the cells there (data
-    sets), and the standard error of y's mean (NaN without an s.e. variable and one cell)."""
+    """Per distinct x (sorted; numbers, or positions in ``_categories`` for text): the mean of y
+    and of the theories over the cells there (data sets), and the standard error of y's mean
+    (NaN without an s.e. variable and one cell)."""
     xs = np.unique(ds[x].values)
-    out: dict[str, list[float]] = {"x": [], "y": [], "se": [], **{t: [] for t in theories}}
+    out: dict[str, list] = {"x": [], "y": [], "se": [], **{t: [] for t in theories}}
     for value in xs:
         at = ds.isel(cell=np.flatnonzero(ds[x].values == value))
         ys = at[y].values.astype(float)
         n = ys.size
         own = np.sqrt(np.nansum(at[se].values.astype(float) ** 2)) / n if se else np.nan
         spread = np.nanstd(ys, ddof=1) / np.sqrt(n) if n > 1 else np.nan
-        out["x"].append(float(value))
+        out["x"].append(value)
         out["y"].append(float(np.nanmean(ys)))
         out["se"].append(float(np.fmax(own, spread)))
         for t in theories:
             out[t].append(float(np.nanmean(at[t].values.astype(float))))
-    return {k: np.asarray(v) for k, v in out.items()}
+    out["x"] = [_categories(ds, x).index(v) if _categorical(ds, x) else v for v in out["x"]]
+    return {k: np.asarray(v, dtype=float) for k, v in out.items()}
+
+
+def _categorical(ds: xr.Dataset, x: str) -> bool:
+    """Whether the axis ``x`` takes text values (drawn at positions 0, 1, ...)."""
+    return ds[x].dtype.kind in "OUSb"
+
+
+def _categories(ds: xr.Dataset, x: str) -> list:
+    """The sorted values of a text axis, in the order of their positions."""
+    return np.unique(ds[x].values).tolist()
 
 
 def _groups(ds: xr.Dataset, hue: str | None) -> list[tuple[str | None, xr.Dataset]]:
@@ -143,8 +155,9 @@ def scalar(
     logy: bool = False,
 ) -> plt.Figure:
     """``y`` (a per-cell scalar variable) against the axis ``x`` for the merged cells ``ds``:
-    simulation with +-1 s.e. bars (markers), theories as lines (one style each), one colour per
-    value of the axis ``hue``; log axes on request. The title lists the axes held fixed and
+    simulation with +-1 s.e. bars (markers), theories as lines (one style each, the first
+    four), one colour per value of the axis ``hue``; log axes on request (a text axis x, e.g.
+    dynamics, is drawn at evenly spaced positions). The title lists the axes held fixed and
     states the bars."""
     _checked(ds, y, x, hue)
     se, theories = _companions(ds, y)
@@ -161,11 +174,7 @@ def scalar(
             ax.plot(pts["x"], pts["y"], "o", mfc="none", color=color, ms=4)
         for style, t in zip(THEORY_STYLES, theories, strict=False):
             ax.plot(pts["x"], pts[t], style, color=color, lw=1.1)
-    ax.set_xscale("log" if logx else "linear")
-    xs = np.unique(ds[x].values.astype(float))
-    if logx and xs.size <= 8:  # label the drawn values, not crowded powers of ten
-        ax.set_xticks(xs, [value_text(v) for v in xs])
-        ax.xaxis.set_minor_locator(NullLocator())
+    _x_ticks(ax, ds, x, logx)
     ax.set_yscale("log" if logy else "linear")
     ax.set_xlabel(label(ds[x], x))
     ax.set_ylabel(label(ds[y], y))
@@ -175,6 +184,20 @@ def scalar(
         fig, lambda note: ax.set_title("\n".join(filter(None, [fixed, note])), fontsize=7.5)
     )
     return fig
+
+
+def _x_ticks(ax: plt.Axes, ds: xr.Dataset, x: str, logx: bool) -> None:
+    """The x scale; ticks at the drawn values of a text axis, or of a log axis with a few."""
+    if _categorical(ds, x):
+        names = _categories(ds, x)
+        ax.set_xticks(range(len(names)), [str(n) for n in names])
+        ax.set_xlim(-0.5, len(names) - 0.5)
+        return
+    ax.set_xscale("log" if logx else "linear")
+    xs = np.unique(ds[x].values.astype(float))
+    if logx and xs.size <= 8:  # label the drawn values, not crowded powers of ten
+        ax.set_xticks(xs, [value_text(v) for v in xs])
+        ax.xaxis.set_minor_locator(NullLocator())
 
 
 def _several(ds: xr.Dataset, axis: str) -> bool:
