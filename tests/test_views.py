@@ -66,7 +66,8 @@ def test_a_summary_figure_refuses_an_axis_it_holds_fixed_before_any_job() -> Non
         _views({"sweeps": {"s": {**TOY, "figures": ["summary"]}}})
     text = str(err.value)
     assert "sweeps.s.figures" in text and "'seed': ['0', '1']" in text
-    assert "one value of each of ['seed']" in text and "cannot be split" in text
+    assert "draws every axis but ['seed'], which it holds at one value" in text
+    assert "cannot be split" in text
     view = {"sweeps": "s", "figure": "summary", "select": {"seed": 0}}
     assert "v" in _views({"sweeps": {"s": TOY}, "views": {"v": view}})  # one seed: fine
     with pytest.raises(ConfigError, match=r"views\.v\.figure: 'summary'.*'seed'"):
@@ -99,7 +100,10 @@ SCALAR_VIEW = {"sweeps": "s", "figure": "scalar", "options": {"y": "var_sim", "x
 @pytest.mark.parametrize(
     ("options", "match"),
     [
-        ({"y": "var_sim"}, r"views\.v\.options: missing \['x'\]; the figure needs \['y', 'x'\]"),
+        (
+            {"y": "var_sim"},
+            r"views\.v\.options: 'scalar' needs the options \['y', 'x'\] \(missing \['x'\]\)",
+        ),
         ({"y": "var_sim", "x": "nope"}, r"options\.x: 'nope' is not an axis.*\['lr', 'seed'\]"),
         ({"y": "v", "x": "lr", "hue": "steps"}, r"options\.hue: 'steps' is not an axis"),
         ({"y": "v", "x": "lr", "logx": "yes"}, r"options\.logx: 'yes' is not allowed; .* bool"),
@@ -112,7 +116,7 @@ def test_scalar_options_are_checked_at_config_time(options: dict, match: str) ->
 
 
 def test_scalar_needs_a_view_with_options() -> None:
-    with pytest.raises(ConfigError, match=r"sweeps\.s\.figures: missing \['y', 'x'\]"):
+    with pytest.raises(ConfigError, match=r"sweeps\.s\.figures: 'scalar' needs.*a view gives them"):
         _views({"sweeps": {"s": {**TOY, "figures": ["scalar"]}}})
     views = _views({"sweeps": {"s": TOY}, "views": {"v": SCALAR_VIEW}})
     assert views["v"].options == {"y": "var_sim", "x": "lr"}

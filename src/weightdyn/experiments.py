@@ -178,15 +178,18 @@ class Figure:
 
     def allowed_text(self) -> str:
         """What the figure draws, for an error message."""
-        axes = "every axis" if self.axes is None else f"along {list(self.axes)}"
-        parts = [f"draws {axes}"]
+        if self.axes is None:
+            fixed = f" but {list(self.fixed)}, which it holds at one value" if self.fixed else ""
+            text = f"draws every axis{fixed}"
+        else:
+            text = f"draws along {list(self.axes)}"
         if self.axis_options:
-            parts.append(f"and the axes its options {list(self.axis_options)} name")
-        if self.fixed:
-            parts.append(f"one value of each of {list(self.fixed)}")
+            text += f" and the axes its options {list(self.axis_options)} name"
         if self.averaged:
-            parts.append(f"averages over {list(self.averaged)}")
-        return ", ".join(parts)
+            text += f", averages over {list(self.averaged)}"
+        if self.fixed and self.axes is not None:
+            text += f", holds {list(self.fixed)} at one value"
+        return text
 
 
 def _text(value: Any) -> str:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from weightdyn import experiments
-from weightdyn.experiments import REQUIRED, ConfigError, Experiment, Figure, Param
+from weightdyn.experiments import REQUIRED, ConfigError, Experiment, Param
 from weightdyn.io import format_number
 from weightdyn.seeds import canonical_parameters
 
@@ -330,8 +330,7 @@ def _view(name: str, block: Mapping[str, Any], sweeps: Mapping[str, Sweep]) -> V
     cells = [c for s in names for c in sweeps[s].cells]
     if not _selected(cells, select):
         raise ConfigError(f"{where}.select: {select} selects no cell of {names}")
-    spec = exp.figures[figure]
-    options = _checked_options(f"{where}.options", exp, spec, block)
+    options = _checked_options(f"{where}.options", exp, figure, block)
     check_figure(f"{where}.figure", exp, figure, _selected(cells, select), options)
     return View(
         name, exp.name, tuple(names), figure, select, options, None, str(block.get("label", name))
@@ -351,7 +350,7 @@ def check_figure(
     extra = spec.extra_axes(values, options)
     if not extra:
         return
-    varying = {a: sorted({_value_text(v) for v in values[a]}) for a in extra}
+    varying = {a: _sorted_texts(values[a]) for a in extra}
     if not spec.facets:
         raise ConfigError(
             f"{where}: {figure!r} of {exp.name!r} {spec.allowed_text()}, and draws the summary of "
@@ -367,11 +366,25 @@ def check_figure(
         )
 
 
+def _sorted_texts(values: Sequence[Any]) -> list[str]:
+    """The distinct values as text, numbers in ascending order first."""
+
+    def key(text: str) -> tuple[int, float, str]:
+        try:
+            return (0, float(text), text)
+        except ValueError:
+            return (1, 0.0, text)
+
+    return sorted({_value_text(v) for v in values}, key=key)
+
+
 def _checked_options(
-    where: str, exp: Experiment, spec: Figure, block: Mapping[str, Any]
+    where: str, exp: Experiment, figure: str, block: Mapping[str, Any]
 ) -> dict[str, Any]:
     """A view's ``options``: keyword arguments of its figure function, of the defaults' type,
-    the required ones given, those naming an axis (``spec.axis_options``) axes of ``exp``."""
+    the required ones given, those naming an axis (the figure's ``axis_options``) axes of
+    ``exp``."""
+    spec = exp.figures[figure]
     options = block.get("options") or {}
     if not isinstance(options, Mapping):
         raise ConfigError(f"{where}: must be a mapping of keyword arguments of the figure")
@@ -383,7 +396,11 @@ def _checked_options(
     required = [n for n, p in allowed.items() if p.default is inspect.Parameter.empty]
     missing = [n for n in required if n not in options]
     if missing:
-        raise ConfigError(f"{where}: missing {missing}; the figure needs {required}")
+        raise ConfigError(
+            f"{where}: {figure!r} needs the options {required} (missing {missing}); "
+            "a view gives them: views: {<name>: {sweeps: ..., figure: "
+            f"{figure}, options: {{{', '.join(f'{n}: ...' for n in required)}}}}}}}"
+        )
     if any(p.kind is p.VAR_KEYWORD for p in params):
         return dict(options)
     for key, value in options.items():
@@ -420,7 +437,7 @@ def expand_views(config: Mapping[str, Any], sweeps: Mapping[str, Sweep]) -> dict
         exp = experiments.get(sweep.experiment)
         for fig in sweep.figures:
             where = f"sweeps.{sweep.name}.figures"
-            _checked_options(where, exp, exp.figures[fig], {})
+            _checked_options(where, exp, fig, {})
             check_figure(where, exp, fig, sweep.cells, {})
             stem = f"{sweep.name}/{fig}"
             views[stem] = View(stem, exp.name, (sweep.name,), fig, {}, {}, None, sweep.label)
