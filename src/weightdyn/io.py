@@ -300,12 +300,18 @@ def _codes(values: np.ndarray) -> np.ndarray:
     return pd.factorize(pd.Index(values, tupleize_cols=False), use_na_sentinel=False)[0]
 
 
+def _key(by: Sequence[np.ndarray], n: int) -> np.ndarray:
+    """One integer per cell for the per-cell codes ``by`` jointly (equal iff all are equal)."""
+    if not by:
+        return np.zeros(n, dtype=np.int64)
+    return np.ravel_multi_index(list(by), [int(c.max()) + 1 for c in by])
+
+
 def _determines(by: Sequence[np.ndarray], target: np.ndarray) -> bool:
     """Whether the per-cell codes ``by`` (jointly) fix the per-cell codes ``target``."""
-    if not by:
-        return np.unique(target).size <= 1
-    table = pd.DataFrame({**{f"by{k}": b for k, b in enumerate(by)}, "target": target})
-    return bool(table.groupby([f"by{k}" for k in range(len(by))])["target"].nunique().max() <= 1)
+    key = _key(by, target.size)
+    pairs = key * (int(target.max()) + 1) + target
+    return np.unique(pairs).size == np.unique(key).size
 
 
 def grid_axes(values: Mapping[str, np.ndarray]) -> tuple[list[str], dict[str, list[str]]]:
@@ -320,11 +326,12 @@ def grid_axes(values: Mapping[str, np.ndarray]) -> tuple[list[str], dict[str, li
     """
     codes = {a: _codes(np.asarray(v)) for a, v in values.items()}
     varying = [a for a, c in codes.items() if np.unique(c).size > 1]
+    n = len(next(iter(codes.values()), []))
     best: tuple[int, list[str]] | None = None
     for size in range(len(varying) + 1):
         for subset in itertools.combinations(varying, size):
             by = [codes[a] for a in subset]
-            if not _unique_rows(by, len(next(iter(codes.values()), []))):
+            if np.unique(_key(by, n)).size < n:  # the cells are not told apart
                 continue
             if all(_determines(by, codes[a]) for a in varying if a not in subset):
                 points = int(np.prod([np.unique(codes[a]).size for a in subset]))
@@ -345,15 +352,6 @@ def grid_axes(values: Mapping[str, np.ndarray]) -> tuple[list[str], dict[str, li
                 derived[axis] = fits[0]
                 break
     return independent, derived
-
-
-def _unique_rows(by: Sequence[np.ndarray], n: int) -> bool:
-    """Whether the per-cell code arrays ``by`` give every one of ``n`` cells its own key."""
-    if n <= 1:
-        return True
-    if not by:
-        return False
-    return not pd.MultiIndex.from_arrays(list(by)).duplicated().any()
 
 
 def open_sweep(path: str | os.PathLike, grid: bool = False) -> xr.Dataset:
