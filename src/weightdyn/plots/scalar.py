@@ -13,7 +13,6 @@ standard errors combined (sqrt(sum se^2) / n). Labels come from the variables' a
 from __future__ import annotations
 
 import re
-import textwrap
 from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
@@ -141,7 +140,12 @@ def _fixed_text(ds: xr.Dataset, drawn: Sequence[str]) -> str:
         values = np.unique(coord.values)
         if values.size == 1 and value_text(values[0]) not in ("", "nan"):
             parts.append(f"{_symbol(coord, name)[1] or name} = {value_text(values[0])}")
-    return "\n".join(textwrap.wrap(", ".join(parts), 80))
+    lines = [""]
+    for part in parts:  # wrapped between entries, never inside one
+        if lines[-1] and len(lines[-1]) + len(part) > 80:
+            lines.append("")
+        lines[-1] += (", " if lines[-1] else "") + part
+    return ",\n".join(lines)
 
 
 @styled
