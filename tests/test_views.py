@@ -261,6 +261,8 @@ def test_scalar_names_what_it_cannot_draw() -> None:
         scalar(ds, y="trace", x="sigma_eps2")
     with pytest.raises(ValueError, match=r"x = 'steps' is not an axis of the cells"):
         scalar(ds, y="trace_M_sgd", x="steps")
+    with pytest.raises(ValueError, match=r"hue = 'sigma_eps2' is x"):
+        scalar(ds, y="trace_M_sgd", x="sigma_eps2", hue="sigma_eps2")
     broken = ds.drop_vars("trace_M_discrete")
     with pytest.raises(ValueError, match=r"weightdyn_theories names \['trace_M_discrete'\]"):
         scalar(broken, y="trace_M_sgd", x="sigma_eps2")

@@ -76,10 +76,13 @@ def _companions(ds: xr.Dataset, y: str) -> tuple[str | None, list[str]]:
 
 
 def _checked(ds: xr.Dataset, y: str, x: str, hue: str | None) -> None:
+    """Refuse a y that is no per-cell scalar, or an x or hue that is no axis of the cells."""
     scalars = sorted(str(n) for n, v in ds.data_vars.items() if v.dims == ("cell",))
     if y not in ds.data_vars or ds[y].dims != ("cell",):
         raise ValueError(f"scalar: y = {y!r} is not a per-cell scalar variable; allowed: {scalars}")
     axes = [str(n) for n, c in ds.coords.items() if c.dims == ("cell",) and n != "cell_id"]
+    if hue == x:
+        raise ValueError(f"scalar: hue = {hue!r} is x; allowed: another axis of {axes}")
     for key, axis in (("x", x), ("hue", hue)):
         if axis is not None and axis not in axes:
             raise ValueError(
