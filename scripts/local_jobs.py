@@ -57,18 +57,16 @@ def merged_sweep(
     log: Namedlist,
     rule: str,
 ) -> None:
-    """Rule merge: the cells of one sweep along one `cell` dimension (weightdyn.io.stack_cells)."""
+    """Rule merge: the cells of one sweep along one `cell` dimension (weightdyn.io.merge_sweep)."""
     with in_process_job("merge", log[0]) as logger:
         exp = experiments.get(params.experiment)
         cells = params.cells
         datasets = _intact_cells(input, cells, exp.name, f"merge of {output[0]}")
-        axes = [p for p in exp.axes if any(c.get(p.name) is not None for c in cells)]
-        coords = {p.name: ([c.get(p.name) for c in cells], p.attrs()) for p in axes}
-        coords["cell_id"] = (params.ids, {"long_name": "cell identifier", "units": "1"})
-        attrs = io.sweep_attrs(
-            exp, wildcards.sweep, params.settings, axes, history=io.history_line(rule)
+        history = io.history_line(rule)
+        merged = io.merge_sweep(
+            exp, wildcards.sweep, datasets, cells, params.ids, params.settings, history
         )
-        io.write_atomic(io.stack_cells(datasets, coords, attrs), output[0])
+        io.write_atomic(merged, output[0])
         logger.info("merged %d cells of sweep %s", len(datasets), wildcards.sweep)
 
 
@@ -207,12 +205,13 @@ def _figure_job(
 ) -> None:
     """The body of rule figure in the process that draws it (Agg, BLAS on one thread)."""
     from weightdyn.plots.common import save  # sets the Agg backend before pyplot is used
+    from weightdyn.plots.facets import draw
 
     with job_process("figure", log, capture_output) as logger, threadpool_limits(1):
         experiments.register_modules(modules)
         spec = experiments.get(name).figures[figure]
         ds = _view_data(io.load_all(inputs), cells, spec.source)
-        save(spec.plot(ds, **options), outputs, dpi=dpi)
+        save(draw(name, figure, ds, options, dpi), outputs, dpi=dpi)  # panels per extra axis
         logger.info("wrote %s", ", ".join(outputs))
 
 

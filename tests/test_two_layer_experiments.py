@@ -240,6 +240,8 @@ def test_divergence_gives_a_flagged_dataset() -> None:
 def test_figures_render(small_cell: xr.Dataset) -> None:
     ds = merged([(params(SMALL), small_cell)])
     for name, figure in EXP.figures.items():
+        if name == "scalar":  # needs the options y and x: tests/test_views.py
+            continue
         fig = figure.plot(ds)
         assert fig.axes, name
         plt.close(fig)

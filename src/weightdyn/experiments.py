@@ -125,12 +125,88 @@ class Figure:
     after the view's selection), or with ``source="summary"`` the experiment's summary of the
     sweep. ``per_cell`` figures are drawn once per cell (``ds`` then holds one cell).
     ``caption`` is the report caption (reStructuredText naming the paper's equations).
+
+    What the figure draws, checked against a view's cells before any job runs
+    (:meth:`extra_axes`):
+
+    - ``axes``: the axes it draws along (they may take several values); None: every axis not in
+      ``fixed``;
+    - ``fixed``: axes that take one value in one drawing;
+    - ``averaged``: axes it averages over (they may take several values, e.g. data_seed);
+    - ``axis_options``: options naming further axes it draws along (e.g. ``x``, ``hue``).
+
+    An axis the cells vary outside these (or one of ``fixed``) is drawn one panel per value
+    (:mod:`weightdyn.plots.facets`); a figure of the summary cannot be split so and refuses it.
     """
 
     plot: Callable[..., Any]
     caption: str
     per_cell: bool = False
     source: str = "cells"
+    axes: tuple[str, ...] | None = None
+    fixed: tuple[str, ...] = ()
+    averaged: tuple[str, ...] = ()
+    axis_options: tuple[str, ...] = ()
+
+    @property
+    def facets(self) -> bool:
+        """Whether the figure can be drawn once per value of an extra axis (its cells split)."""
+        return self.source == "cells" and not self.per_cell
+
+    def drawn(self, varying: Sequence[str], options: Mapping[str, Any]) -> list[str]:
+        """The axes among ``varying`` (and the options' axes) this figure draws along."""
+        named = [str(options[o]) for o in self.axis_options if options.get(o) is not None]
+        base = self.axes if self.axes is not None else [a for a in varying if a not in self.fixed]
+        return [*dict.fromkeys([*base, *named])]
+
+    def extra_axes(
+        self, values: Mapping[str, Sequence[Any]], options: Mapping[str, Any]
+    ) -> list[str]:
+        """The axes the cells vary (``values``: each axis's value in every cell) that this figure
+        neither draws nor averages over: one panel per value. An axis the drawn axes fix among
+        the cells (p_over_n = P/N when only N varies) is drawn with them, unless it is ``fixed``.
+        """
+        varying = [a for a, v in values.items() if len({_text(x) for x in v}) > 1]
+        drawn = self.drawn(varying, options)
+        free = {*drawn, *self.averaged}
+        by = [values[a] for a in drawn if a in values]
+        return [
+            a
+            for a in varying
+            if a not in free and (a in self.fixed or not _fixed_by(by, values[a]))
+        ]
+
+    def allowed_text(self) -> str:
+        """What the figure draws, for an error message."""
+        if self.axes is None:
+            fixed = f" but {list(self.fixed)}, which it holds at one value" if self.fixed else ""
+            text = f"draws every axis{fixed}"
+        else:
+            text = f"draws along {list(self.axes)}"
+        if self.axis_options:
+            text += f" and the axes its options {list(self.axis_options)} name"
+        if self.averaged:
+            text += f", averages over {list(self.averaged)}"
+        if self.fixed and self.axes is not None:
+            text += f", holds {list(self.fixed)} at one value"
+        return text
+
+
+def _text(value: Any) -> str:
+    """A value's text for telling axis values apart (None, NaN and "" are missing alike)."""
+    if value is None or value == "" or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return repr(value.item() if hasattr(value, "item") else value)
+
+
+def _fixed_by(by: Sequence[Sequence[Any]], target: Sequence[Any]) -> bool:
+    """Whether, among the cells, the values ``by`` (per axis, per cell) fix ``target``'s."""
+    seen: dict[tuple[str, ...], str] = {}
+    for k, value in enumerate(target):
+        key = tuple(_text(v[k]) for v in by)
+        if seen.setdefault(key, _text(value)) != _text(value):
+            return False
+    return True
 
 
 class LazyFunction:
@@ -168,6 +244,20 @@ class LazyPlots:
         if name.startswith("_"):
             raise AttributeError(name)
         return LazyFunction(self._module, name)
+
+
+#: the generic figure of a per-cell scalar variable against an axis (weightdyn.plots.scalar);
+#: an experiment whose cells store scalars offers it as ``scalar``
+SCALAR = Figure(
+    LazyFunction("weightdyn.plots.scalar", "scalar"),
+    "A per-cell scalar (the view's option y) against the axis x, one colour per value of the "
+    "axis hue: simulation (open circles, ±1 s.e.; over several data sets the s.e. of their "
+    "mean, the larger of their spread over √n and the combined s.e.) and the theories that the "
+    "variable names (lines, one style each).",
+    axes=(),
+    averaged=("data_seed",),
+    axis_options=("x", "hue"),
+)
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ global ``Conventions``, ``title`` and ``history`` where the caller gave none; :f
 
 from __future__ import annotations
 
+import itertools
 import os
 import shlex
 import subprocess
@@ -23,6 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import xarray as xr
 
 import weightdyn
@@ -293,17 +295,140 @@ def _common_stack(arrays: Sequence[np.ndarray]) -> np.ndarray:
     return np.stack(arrays)
 
 
+def _codes(values: np.ndarray) -> np.ndarray:
+    """Integer codes of the distinct values of one per-cell coordinate (NaN and "" are values)."""
+    return pd.factorize(pd.Index(values, tupleize_cols=False), use_na_sentinel=False)[0]
+
+
+def _key(by: Sequence[np.ndarray], n: int) -> np.ndarray:
+    """One integer per cell for the per-cell codes ``by`` jointly (equal iff all are equal)."""
+    if not by:
+        return np.zeros(n, dtype=np.int64)
+    return np.ravel_multi_index(list(by), [int(c.max()) + 1 for c in by])
+
+
+def _determines(by: Sequence[np.ndarray], target: np.ndarray) -> bool:
+    """Whether the per-cell codes ``by`` (jointly) fix the per-cell codes ``target``."""
+    key = _key(by, target.size)
+    pairs = key * (int(target.max()) + 1) + target
+    return np.unique(pairs).size == np.unique(key).size
+
+
+def grid_axes(values: Mapping[str, np.ndarray]) -> tuple[list[str], dict[str, list[str]]]:
+    """The independent axes of a set of cells and what fixes each derived one.
+
+    ``values`` maps each axis to its per-cell values (same order). Among the axes that take
+    several values, the independent ones are the set with the fewest grid points (product of
+    their numbers of values) that fixes every other varying axis among the cells and tells the
+    cells apart (first in ``values`` order on a tie); the cells P = p_over_n N of a sweep of N and
+    p_over_n give the grid (N, p_over_n), P being derived. Each derived axis maps to the fewest
+    independent axes that fix it. ValueError if no set tells the cells apart.
+    """
+    codes = {a: _codes(np.asarray(v)) for a, v in values.items()}
+    varying = [a for a, c in codes.items() if np.unique(c).size > 1]
+    n = len(next(iter(codes.values()), []))
+    best: tuple[int, list[str]] | None = None
+    for size in range(len(varying) + 1):
+        for subset in itertools.combinations(varying, size):
+            by = [codes[a] for a in subset]
+            if np.unique(_key(by, n)).size < n:  # the cells are not told apart
+                continue
+            if all(_determines(by, codes[a]) for a in varying if a not in subset):
+                points = int(np.prod([np.unique(codes[a]).size for a in subset]))
+                if best is None or points < best[0]:
+                    best = (points, list(subset))
+    if best is None:
+        raise ValueError(f"the cells are not told apart by their axes {list(values)}")
+    independent = best[1]
+    derived = {}
+    for axis in (a for a in varying if a not in independent):
+        for size in range(1, len(independent) + 1):
+            fits = [
+                list(s)
+                for s in itertools.combinations(independent, size)
+                if _determines([codes[a] for a in s], codes[axis])
+            ]
+            if fits:
+                derived[axis] = fits[0]
+                break
+    return independent, derived
+
+
 def open_sweep(path: str | os.PathLike, grid: bool = False) -> xr.Dataset:
     """A merged sweep (``results/<sweep>.nc``) with its ``cell`` dimension indexed by a pandas
-    MultiIndex over the axes that vary; ``grid=True`` unstacks it into one dimension per such
-    axis (the outer-product view: NaN where the sweep has no cell)."""
+    MultiIndex over its independent axes (:func:`grid_axes`); ``grid=True`` unstacks it into one
+    dimension per independent axis (the outer-product view: NaN where the sweep has no cell).
+
+    Every axis of the sweep stays readable as ``ds[axis]``: an axis with one value is a
+    coordinate along ``cell``; an axis fixed by others among the cells (P when N and p_over_n
+    vary) is a non-index coordinate, on the grid along the axes that fix it. A sweep of one cell
+    has no grid dimension.
+    """
     ds = load(path)
     axes = [a for a in ds.attrs.get("sweep_axes", "").split() if a in ds.coords]
-    varying = [a for a in axes if ds.sizes["cell"] > 1 and np.unique(ds[a].values).size > 1]
-    if not varying:
-        return ds
-    ds = ds.set_index(cell=varying)
-    return ds.unstack("cell") if grid else ds
+    independent, derived = grid_axes({a: ds[a].values for a in axes})
+    if not independent:
+        return ds.isel(cell=0) if grid else ds  # one cell: a grid of no dimension
+    if grid:
+        constant = {a: [] for a in axes if a not in independent and a not in derived}
+        return _grid(ds, independent, {**derived, **constant})
+    index = pd.MultiIndex.from_arrays([ds[a].values for a in independent], names=independent)
+    return ds.drop_vars(independent).assign_coords(
+        xr.Coordinates.from_pandas_multiindex(index, "cell")
+    )
+
+
+def _grid(
+    ds: xr.Dataset, independent: Sequence[str], derived: Mapping[str, list[str]]
+) -> xr.Dataset:
+    """``ds`` (cells along ``cell``) on the grid of the ``independent`` axes: one dimension per
+    axis, its values sorted (a missing value, NaN or "", is a value of its own, last), NaN (or
+    "") where no cell is; each ``derived`` axis along the axes that fix it (none: a scalar)."""
+    levels, codes = {}, []
+    for axis in independent:
+        code, levels[axis] = pd.factorize(ds[axis].values, sort=True, use_na_sentinel=False)
+        codes.append(code)
+    shape = tuple(len(levels[a]) for a in independent)
+    where = np.full(int(np.prod(shape)), -1)
+    where[np.ravel_multi_index(codes, shape)] = np.arange(ds.sizes["cell"])
+    variables = {}
+    for name, var in ds.drop_vars(independent).variables.items():
+        if "cell" not in var.dims:
+            variables[name] = var
+            continue
+        dims = list(derived.get(name, independent))
+        take = _points(where, shape, independent, dims)
+        values = _on_points(var.transpose("cell", ...).values, take)
+        variables[name] = xr.Variable((*dims, *(d for d in var.dims if d != "cell")), values,
+                                      var.attrs)  # fmt: skip
+    out = xr.Dataset(
+        {n: v for n, v in variables.items() if n in ds.data_vars},
+        coords={n: v for n, v in variables.items() if n in ds.coords},
+        attrs=ds.attrs,
+    )
+    return out.assign_coords({a: (a, np.asarray(levels[a]), ds[a].attrs) for a in independent})
+
+
+def _points(
+    where: np.ndarray, shape: tuple[int, ...], independent: Sequence[str], dims: Sequence[str]
+) -> np.ndarray:
+    """The cell at each point of the grid over ``dims`` (a subset of ``independent``; -1 where
+    none): ``where`` holds it for the full grid, and a subset takes any cell along the rest."""
+    full = where.reshape(shape)
+    rest = tuple(k for k, a in enumerate(independent) if a not in dims)
+    return full.max(axis=rest) if rest else full
+
+
+def _on_points(values: np.ndarray, take: np.ndarray) -> np.ndarray:
+    """``values`` (cells first) at the grid points ``take`` (cell numbers, -1: NaN or "")."""
+    out = values[np.where(take >= 0, take, 0)]
+    missing = take < 0
+    if not missing.any():
+        return out
+    dtype = out.dtype if out.dtype.kind in "fcOUS" else np.float64
+    out = out.astype(dtype)
+    out[missing] = _fill_value(dtype)
+    return out
 
 
 def sweep_attrs(
@@ -329,6 +454,26 @@ def sweep_attrs(
     }
     out.update({f"setting_{key}": str(value) for key, value in settings.items()})
     return out
+
+
+def merge_sweep(
+    experiment: object,
+    sweep: str,
+    datasets: Sequence[xr.Dataset],
+    cells: Sequence[Mapping[str, object]],
+    ids: Sequence[str],
+    settings: Mapping[str, object],
+    history: str | None = None,
+) -> xr.Dataset:
+    """The merged dataset of one sweep (rule merge): its cell datasets stacked along ``cell``
+    (:func:`stack_cells`) with one coordinate per axis that any cell gives (``cells``: the cells'
+    parameter mappings, in the order of ``datasets``), ``cell_id`` (``ids``) and the sweep's
+    attributes (:func:`sweep_attrs`)."""
+    axes = [p for p in experiment.axes if any(c.get(p.name) is not None for c in cells)]
+    coords = {p.name: ([c.get(p.name) for c in cells], p.attrs()) for p in axes}
+    coords["cell_id"] = (list(ids), {"long_name": "cell identifier", "units": "1"})
+    attrs = sweep_attrs(experiment, sweep, settings, axes, history=history)
+    return stack_cells(datasets, coords, attrs)
 
 
 def load(path: str | os.PathLike) -> xr.Dataset:

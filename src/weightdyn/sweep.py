@@ -37,6 +37,8 @@ SWEEP_KEYS = ("experiment", "cells", "figures", "label")
 VIEW_KEYS = ("sweeps", "figure", "select", "options", "label")
 TOP_KEYS = ("sweeps", "views", "figures", "experiment_modules")
 FIGURE_KEYS = {"formats": ("png", "pdf", "svg"), "dpi": None}
+#: the most panels a figure is split into, one per value of the axes it does not draw
+MAX_PANELS = 24
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 
 
@@ -328,37 +330,103 @@ def _view(name: str, block: Mapping[str, Any], sweeps: Mapping[str, Sweep]) -> V
     cells = [c for s in names for c in sweeps[s].cells]
     if not _selected(cells, select):
         raise ConfigError(f"{where}.select: {select} selects no cell of {names}")
-    options = _checked_options(f"{where}.options", exp.figures[figure].plot, block)
+    options = _checked_options(f"{where}.options", exp, figure, block)
+    check_figure(f"{where}.figure", exp, figure, _selected(cells, select), options)
     return View(
         name, exp.name, tuple(names), figure, select, options, None, str(block.get("label", name))
     )
 
 
-def _checked_options(where: str, plot: Any, block: Mapping[str, Any]) -> dict[str, Any]:
-    """A view's ``options``: keyword arguments of its figure function, of the defaults' type."""
+def check_figure(
+    where: str, exp: Experiment, figure: str, cells: Sequence[Cell], options: Mapping[str, Any]
+) -> None:
+    """Refuse, before any job, ``figure`` of ``exp`` on ``cells`` if they vary an axis it can
+    neither draw nor split into panels (:meth:`~weightdyn.experiments.Figure.extra_axes`), or
+    into more than :data:`MAX_PANELS` panels."""
+    spec = exp.figures[figure]
+    if spec.per_cell:
+        return
+    values = {p.name: [c.params.get(p.name) for c in cells] for p in exp.axes}
+    extra = spec.extra_axes(values, options)
+    if not extra:
+        return
+    varying = {a: _sorted_texts(values[a]) for a in extra}
+    if not spec.facets:
+        raise ConfigError(
+            f"{where}: {figure!r} of {exp.name!r} {spec.allowed_text()}, and draws the summary of "
+            f"the sweep, which cannot be split into one panel per value; the cells vary "
+            f"{varying}: select one value of each (a view's select) or split the sweep"
+        )
+    panels = len({tuple(_value_text(c.params.get(a)) for a in extra) for c in cells})
+    if panels > MAX_PANELS:
+        raise ConfigError(
+            f"{where}: {figure!r} of {exp.name!r} {spec.allowed_text()}; the cells vary "
+            f"{varying}, {panels} panels (one per value); allowed: at most {MAX_PANELS} "
+            "(select fewer values with a view's select)"
+        )
+
+
+def _sorted_texts(values: Sequence[Any]) -> list[str]:
+    """The distinct values as text, numbers in ascending order first."""
+
+    def key(text: str) -> tuple[int, float, str]:
+        try:
+            return (0, float(text), text)
+        except ValueError:
+            return (1, 0.0, text)
+
+    return sorted({_value_text(v) for v in values}, key=key)
+
+
+def _checked_options(
+    where: str, exp: Experiment, figure: str, block: Mapping[str, Any]
+) -> dict[str, Any]:
+    """A view's ``options``: keyword arguments of its figure function, of the defaults' type,
+    the required ones given, those naming an axis (the figure's ``axis_options``) axes of
+    ``exp``."""
+    spec = exp.figures[figure]
     options = block.get("options") or {}
     if not isinstance(options, Mapping):
         raise ConfigError(f"{where}: must be a mapping of keyword arguments of the figure")
-    if not options:
-        return {}
-    params = list(inspect.signature(plot).parameters.values())[1:]
+    if not options and not spec.axis_options:
+        return {}  # nothing to check: the plotting module is not imported at config time
+    params = list(inspect.signature(spec.plot).parameters.values())[1:]
+    keywords = (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    allowed = {p.name: p for p in params if p.kind in keywords}
+    required = [n for n, p in allowed.items() if p.default is inspect.Parameter.empty]
+    missing = [n for n in required if n not in options]
+    if missing:
+        raise ConfigError(
+            f"{where}: {figure!r} needs the options {required} (missing {missing}); "
+            "a view gives them: views: {<name>: {sweeps: ..., figure: "
+            f"{figure}, options: {{{', '.join(f'{n}: ...' for n in required)}}}}}}}"
+        )
     if any(p.kind is p.VAR_KEYWORD for p in params):
         return dict(options)
-    allowed = {p.name: p for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
     for key, value in options.items():
         if key not in allowed:
             raise ConfigError(f"{where}.{key}: unknown option; allowed: {sorted(allowed)}")
-        default = allowed[key].default
-        kind = type(default)
-        if default is None or default is inspect.Parameter.empty or isinstance(value, kind):
-            continue
-        if kind is float and isinstance(value, int) and not isinstance(value, bool):
-            continue
-        raise ConfigError(
-            f"{where}.{key}: {value!r} is not allowed; allowed: a {kind.__name__} "
-            f"(default {default!r})"
-        )
+        _check_option_type(f"{where}.{key}", allowed[key].default, value)
+    axes = [p.name for p in exp.axes]
+    for key in spec.axis_options:
+        if options.get(key) is not None and options[key] not in axes:
+            raise ConfigError(
+                f"{where}.{key}: {options[key]!r} is not an axis of {exp.name!r}; allowed: {axes}"
+            )
     return dict(options)
+
+
+def _check_option_type(where: str, default: Any, value: Any) -> None:
+    """Refuse an option ``value`` of another type than its ``default`` (an int for a float is
+    fine; a required option or one defaulting to None takes any value)."""
+    kind = type(default)
+    if default is None or default is inspect.Parameter.empty or isinstance(value, kind):
+        return
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        return
+    raise ConfigError(
+        f"{where}: {value!r} is not allowed; allowed: a {kind.__name__} (default {default!r})"
+    )
 
 
 def expand_views(config: Mapping[str, Any], sweeps: Mapping[str, Sweep]) -> dict[str, View]:
@@ -368,6 +436,9 @@ def expand_views(config: Mapping[str, Any], sweeps: Mapping[str, Sweep]) -> dict
     for sweep in sweeps.values():
         exp = experiments.get(sweep.experiment)
         for fig in sweep.figures:
+            where = f"sweeps.{sweep.name}.figures"
+            _checked_options(where, exp, fig, {})
+            check_figure(where, exp, fig, sweep.cells, {})
             stem = f"{sweep.name}/{fig}"
             views[stem] = View(stem, exp.name, (sweep.name,), fig, {}, {}, None, sweep.label)
     for name, block in (config.get("views") or {}).items():

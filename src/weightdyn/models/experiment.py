@@ -27,6 +27,7 @@ import xarray as xr
 from weightdyn.agreement import Agreement, agreement
 from weightdyn.experiments import (
     REQUIRED,
+    SCALAR,
     ConfigError,
     Experiment,
     Figure,
@@ -230,6 +231,7 @@ def agreement_rows(ds: xr.Dataset, label: str) -> list[Agreement]:
 
 _ERR = "error bars: jackknife over (replica, time block) groups, +-1 s.e."
 FIGURES = {
+    "scalar": SCALAR,
     "spectra": Figure(plots.spectra, per_cell=True, caption=(
         "Sorted eigenvalues of the stationary SGD covariance on range(H) at the local minimum "
         "against the exact linearisation (Eq. 29, full Hessian, exact mini-batch noise), "

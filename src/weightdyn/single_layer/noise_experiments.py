@@ -35,6 +35,7 @@ from weightdyn import io, resources, seeds
 from weightdyn.agreement import Agreement, agreement
 from weightdyn.experiments import (
     REQUIRED,
+    SCALAR,
     ConfigError,
     Experiment,
     Figure,
@@ -390,6 +391,9 @@ def _light_spectrum(params: Params) -> bool:
 _DATA_AXES = (N, P, P_OVER_N, SIGMA_EPS2, DATA_SEED)
 _IDENTITY = ("N", "P", "sigma_eps2", "data_seed")
 
+#: the axes the noise-spectrum figures (weightdyn.plots.noise) hold fixed: one curve family
+SPECTRUM_FIXED = ("N", "batch_size", "sigma_eps2", "data_seed")
+
 PROJECTOR = Experiment(
     name="projector",
     family="single_layer",
@@ -401,13 +405,14 @@ PROJECTOR = Experiment(
     identity=("N", "P"),
     agreement=_projector_rows,
     figures={
+        "scalar": SCALAR,
         "fig1a": Figure(
             plots.fig1a,
             "**Paper 000, Fig. 1a.** Variance of the off-diagonal entries of the projector X⁺X "
             "(text after Eq. 18) against P for several N, mean ±1 s.e. over Gaussian input sets, "
             "with the exact Haar value N(P−N)/(P(P−1)(P+2)) (lines), the paper's claim "
             "∝ P^−1.8 N^−1 (dotted) and a fitted c P^a N^b; right: scaled by P²/N against P/N.",
-        )
+        ),
     },
     default_figures=("fig1a",),
     resources=_resources(2000, 10),
@@ -430,6 +435,7 @@ K_DIAGONAL = Experiment(
             "**Paper 000, Fig. 1b.** Sorted diagonal P K^μμ of the matrix K (Eq. 18; the squared "
             "residual at w*) for several P at one N, against sorted squares of fresh label noise "
             "ε² with ε ~ N(0, σ_ε²) (black).",
+            fixed=("N", "sigma_eps2", "data_seed"),
         )
     },
     default_figures=("fig1b",),
@@ -449,12 +455,14 @@ NOISE_SPECTRUM = Experiment(
     identity=(*_IDENTITY, "batch_size", "sampling", "n_batches"),
     agreement=_spectrum_rows,
     figures={
+        "scalar": SCALAR,
         "fig2a": Figure(
             plots.fig2a,
             "**Sampler check (Fig. 2a at w*).** Sorted eigenvalues of the empirical mini-batch "
             "gradient covariance at w* (Eqs. 10, 12, 14; band ±2 s.e., jackknife over blocks of "
             "mini-batches) against C = XKXᵀ/S (Eq. 17; App. C prefactor (P−S)/(S(P−1)) without "
             "replacement), divided by σ_x²σ_ε²/S; one panel per sampling mode.",
+            fixed=SPECTRUM_FIXED,
         ),
         "fig2b": Figure(
             plots.fig2b,
@@ -463,6 +471,7 @@ NOISE_SPECTRUM = Experiment(
             "by σ_x²σ_ε²/S; right (the paper's inset): largest and smallest eigenvalues "
             "against P/N, including the theory-only cells (n_batches = 0). Theory only: no "
             "error bars.",
+            fixed=SPECTRUM_FIXED,
         ),
     },
     default_figures=("fig2a", "fig2b"),
@@ -521,6 +530,7 @@ SGD_NOISE = Experiment(
     identity=(*_IDENTITY, "batch_size", "sampling", "lr"),
     agreement=_sgd_noise_rows,
     figures={
+        "scalar": SCALAR,
         "fig2a": Figure(
             plots.fig2a_sgd,
             "**Paper 000, Fig. 2a, from SGD.** Sorted eigenvalues of the mini-batch gradient "
@@ -530,7 +540,8 @@ SGD_NOISE = Experiment(
             "σ_x²σ_ε²/S, with and without replacement; lower left: measured / Eq. 17 − 1 per "
             "mode; lower right: the ratio without / with replacement against the App. C factor "
             "(P−S)/(P−1).",
-        )
+            fixed=(*SPECTRUM_FIXED, "lr"),
+        ),
     },
     default_figures=("fig2a",),
     resources=_resources(2000, 30),

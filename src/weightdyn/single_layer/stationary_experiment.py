@@ -44,6 +44,7 @@ from weightdyn import observables, resources, seeds, stationarity, stats
 from weightdyn.agreement import Agreement, agreement
 from weightdyn.data import TeacherStudentData
 from weightdyn.experiments import (
+    SCALAR,
     ConfigError,
     Experiment,
     Figure,
@@ -394,7 +395,24 @@ def _agreement(ds: xr.Dataset, label: str) -> list[Agreement]:
 
 # -------------------------------------------------------------------------------- figures
 
+#: axes averaged over by the figures that average data sets
+SEEDS = ("data_seed",)
+#: the axes the Fig. 4 figures (weightdyn.plots.fig4) hold fixed unless they draw them
+FIG4_AXES = ("N", "P", "sigma_eps2", "lr", "batch_size", "sampling", "dynamics", "init",
+             "init_scale")  # fmt: skip
+#: the axes the SGF figures (weightdyn.plots.sgf) hold fixed unless they draw them
+SGF_AXES = (*FIG4_AXES[:6], "data_seed", "init", "init_scale")
+#: the axes the exact discrete-time figures (weightdyn.plots.discrete) hold fixed
+DISCRETE_FIXED = ("N", "sigma_eps2", "sampling", "dynamics", "init", "init_scale")
+
+
+def _all_but(axes: tuple[str, ...], *drawn: str) -> tuple[str, ...]:
+    """The axes of ``axes`` a figure holds fixed: all but those it draws."""
+    return tuple(a for a in axes if a not in drawn)
+
+
 FIGURES = {
+    "scalar": SCALAR,
     "variance_vs_size": Figure(
         fig4.variance_vs_size,
         "**Paper 000 Fig. 4a.** Top: mean temporal weight variance of SGD (open circles) against "
@@ -405,29 +423,39 @@ FIGURES = {
         "(1/N)[w*ᵀΠw* + tr(ΠM)] (dashed, band over data sets), peaking at N = P. Bottom: train "
         "and test loss against Eqs. 9 and 30. Error bars ±1 s.e. (jackknife over replica time "
         "blocks); the title gives the largest, mostly hidden by the markers.",
+        fixed=_all_but(FIG4_AXES, "N", "dynamics"),
+        averaged=SEEDS,
     ),
     "spectra": Figure(
         fig4.spectra,
         "**Paper 000 Fig. 4b.** Sorted eigenvalues of the SGD weight covariance about w* "
         "(band ±2 s.e.) over λσ²/2S against Eq. 30 (Lyapunov), Eq. 33 (detailed balance) and "
         "Eq. 34 (isotropic), one colour per P/N.",
+        fixed=_all_but(FIG4_AXES, "P"),
+        averaged=SEEDS,
     ),
     "theory_extremes": Figure(
         fig4.theory_extremes,
         "**Paper 000 Fig. 4c.** Largest and smallest eigenvalue of M (Eqs. 30, 33) over "
         "λσ²/2S against P/N − 1 and the norm ratios ||Q||/||C|| (Eq. 31) and ||M₃₀||/||M₃₄||; "
         "theory only, band ±1 s.e. over data sets.",
+        fixed=_all_but(FIG4_AXES, "P"),
+        averaged=SEEDS,
     ),
     "discrete_trace": Figure(
         discrete.fig_trace_vs_lr,
         "**Beyond paper 000 (issue 7).** tr M of SGD about w* over tr M of Eq. 30 against λ "
         "(±1 s.e.) with the exact discrete-time fixed point (lines) and its divergence "
         "(dotted), per batch size S and P/N.",
+        fixed=DISCRETE_FIXED,
+        averaged=SEEDS,
     ),
     "discrete_spectra": Figure(
         discrete.fig_spectra_at_max_stable_lr,
         "**Beyond paper 000 (issue 7).** Sorted eigenvalues of M at the largest stable λ of "
         "the sweep: SGD (±1 s.e.), the exact discrete-time theory and Eq. 30, over λσ²/2S.",
+        fixed=DISCRETE_FIXED,
+        averaged=SEEDS,
     ),
     "discrete_divergence": Figure(
         discrete.fig_divergence_lr,
@@ -435,6 +463,8 @@ FIGURES = {
         "against the "
         "learning rate at which the exact second-moment map loses stability; crosses: the "
         "full-batch bound 2/ω_max.",
+        fixed=DISCRETE_FIXED,
+        averaged=SEEDS,
     ),
     "dynamics_spectra": Figure(
         sgf.dynamics_spectra,
@@ -442,6 +472,7 @@ FIGURES = {
         "SGD and of the stochastic gradient flow with additive (C(w*), Eq. 17) and "
         "multiplicative (C(w), Eq. 15) noise (±2 s.e.) over λσ²/2S, against Eq. 30 and "
         "Eq. 34; ε_F is the relative Frobenius distance from Eq. 30.",
+        fixed=_all_but(SGF_AXES, "dynamics"),
     ),
     "dynamics_vs_lr": Figure(
         sgf.dynamics_vs_lr,
@@ -449,6 +480,8 @@ FIGURES = {
         "SGF with additive and with multiplicative noise (±1 s.e.), with the exact "
         "discrete-time fixed point of SGD (solid; also that of multiplicative SGF at dt = λ), "
         "the fixed point of the additive Euler chain (dashed) and Eq. 30 (dotted, 1).",
+        fixed=_all_but(SGF_AXES, "lr", "dynamics", "data_seed"),
+        averaged=SEEDS,
     ),
 }
 

@@ -29,6 +29,7 @@ from weightdyn import resources as requests
 from weightdyn.agreement import Agreement, agreement
 from weightdyn.experiments import (
     REQUIRED,
+    SCALAR,
     ConfigError,
     Experiment,
     Figure,
@@ -223,6 +224,7 @@ def agreement_rows(ds: xr.Dataset, label: str) -> list[Agreement]:
 
 _CELL = "one figure per cell"
 FIGURES = {
+    "scalar": SCALAR,
     "fig6a": Figure(plots.fig6a, per_cell=True, caption=(
         "Paper 000 Fig. 6a: the covariance :math:`M` of :math:`Z = [\\mathrm{vec}\\,z_1; "
         "\\mathrm{vec}\\,z_2]` in the SVD basis (Sec. III.2.3), Eq. 66 at the gradient-flow end "
@@ -264,7 +266,7 @@ EXPERIMENTS = {
         derive=derive,
         agreement=agreement_rows,
         figures=FIGURES,
-        default_figures=tuple(FIGURES),
+        default_figures=tuple(f for f in FIGURES if f != "scalar"),  # scalar needs options
         resources=resources,
     )
 }
