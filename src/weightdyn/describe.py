@@ -33,7 +33,7 @@ from weightdyn.experiments import REQUIRED, Figure, Param
 BEGIN = "<!-- experiments:begin -->"
 END = "<!-- experiments:end -->"
 #: the command that regenerates them (named in the generated block)
-REGENERATE = "python -m weightdyn.describe --markdown --write README.md"
+REGENERATE = "python3 run.py params --markdown --write README.md"
 #: words after which a full stop does not end a sentence
 _ABBREVIATIONS = ("Fig", "Figs", "Eq", "Eqs", "App", "Sec", "Ref", "Refs", "e.g", "i.e", "cf", "vs")
 
@@ -256,6 +256,18 @@ def experiment_markdown(name: str) -> str:
     return "\n".join(out) + "\n"
 
 
+def summary_markdown(names: Sequence[str]) -> str:
+    """One table row per experiment: name, title, source, axes and figures."""
+    out = ["| experiment | what | source | axes | figures |", "|---|---|---|---|---|"]
+    for name in names:
+        exp = experiments.get(name)
+        axes = ", ".join(p.name for p in exp.axes)
+        figures = ", ".join(exp.figures)
+        row = [_code(name), _cell(exp.title), _cell(exp.source), _cell(axes), _cell(figures)]
+        out.append("| " + " | ".join(row) + " |")
+    return "\n".join(out) + "\n"
+
+
 def builtin_names() -> list[str]:
     """The experiments of the package itself (not those of a config's experiment_modules)."""
     return [
@@ -272,6 +284,7 @@ def markdown(names: Sequence[str] | None = None) -> str:
         f"<!-- generated from the registry by `{REGENERATE}`; do not edit by hand -->",
         "",
     ]
+    parts += [summary_markdown(chosen)]
     parts += [experiment_markdown(name) for name in chosen]
     return "\n".join(parts) + END + "\n"
 
