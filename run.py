@@ -7,6 +7,7 @@
     python3 run.py lint                        ruff, snakefmt and snakemake --lint (as CI runs them)
     python3 run.py status [--configfile C] [--directory D] [--watch SECONDS]
                                                cells done/running/left per experiment, ETA
+    python3 run.py params [EXPERIMENT]         an experiment's parameters and figures (or the list)
 
 The virtual environment lives in .venv (override with WEIGHTDYN_VENV); the package is installed
 into it in editable mode with its test extra, once, and again whenever pyproject.toml changes.
@@ -62,7 +63,7 @@ def lint(env: dict[str, str]) -> int:
 
 
 def main(argv: list[str]) -> int:
-    if not argv or argv[0] not in {"sweep", "test", "check", "lint", "status"}:
+    if not argv or argv[0] not in {"sweep", "test", "check", "lint", "status", "params"}:
         print(__doc__, file=sys.stderr)
         return 2
     ensure_environment()
@@ -75,6 +76,8 @@ def main(argv: list[str]) -> int:
         cmd = [PY, "-m", "weightdyn.integrity", *argv[1:]]
     elif argv[0] == "status":
         cmd = [PY, "-m", "weightdyn.status", *argv[1:]]
+    elif argv[0] == "params":
+        cmd = [PY, "-m", "weightdyn.describe", *argv[1:]]
     else:
         # two workers; the session runs its test sweep once and shares it (conftest.test_sweep)
         cmd = [PY, "-m", "pytest", "-n", "2", *argv[1:]]

@@ -2,7 +2,7 @@
 
 Usage: python benchmarks/models_throughput.py [--steps 20000] [--R 16]
 
-For the issue-14 nonlinear cell (one hidden tanh layer, N_i = 10, 5 units, biases: 61
+For the nonlinear cell of config/paper.yaml (one hidden tanh layer, N_i = 10, 5 units, biases: 61
 parameters; P = 600, S = 10) and deep linear networks of depth 3 and 4 (N_i = 8, width 6,
 N_o = 4), prints replica-steps per second, measured in the same run, of
   * ``run_sgd(engine="kernel")``: the numba kernel, moments every 10 steps;

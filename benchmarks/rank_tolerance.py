@@ -1,4 +1,4 @@
-"""Rank cuts of the two-layer theory at gradient-flow minima (issue 12, item 4).
+"""Rank cuts of the two-layer theory at gradient-flow minima.
 
 Usage: python benchmarks/rank_tolerance.py [--gtol 1e-10]
 

@@ -17,7 +17,7 @@ in replica-steps per second, and two bounds measured in the same run on one thre
     (8 S N bytes) into the core at least once; the gather rate is measured by summing S rows
     drawn by the same index pattern from the same (P, N) matrix (it lives in L1 or L2, and
     the load ports, not the arithmetic, limit the update).
-Each timing runs about ``--budget`` seconds. Targets (issue 13, N = 100, S = 10, R = 64):
+Each timing runs about ``--budget`` seconds. Targets (N = 100, S = 10, R = 64):
 run_sgd >= 0.8 x kernel+m, kernel >= 8e6 replica-steps/s per core or the measured bound.
 """
 

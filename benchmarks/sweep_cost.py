@@ -23,7 +23,7 @@ a finished (or interrupted) run instead of running one: its Snakemake log (``swe
 ``--keep`` folder, or one under ``.snakemake/log``); the job logs are read from the nearest parent
 folder holding ``logs/``.
 
-Targets (issue 13): config/paper.yaml within 30 minutes on 2 cores, config/config.yaml within 5.
+Targets: config/paper.yaml within 30 minutes on 2 cores, config/config.yaml within 5.
 """
 
 from __future__ import annotations

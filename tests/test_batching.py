@@ -1,5 +1,5 @@
 """Many small jobs stay practical: batching inside cells keeps the paper DAG small, and cheap
-rules can be grouped into fewer cluster submissions (README, "Many small jobs")."""
+rules can be grouped into fewer cluster submissions (docs/internals.md, "Many small jobs")."""
 
 from __future__ import annotations
 

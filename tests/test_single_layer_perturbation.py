@@ -219,7 +219,7 @@ def test_table1_rows_say_what_the_paper_says() -> None:
 
 def test_diverged_cells_are_flagged_not_raised() -> None:
     """Beyond the stability limit the SGD columns are NaN and ``diverged`` is 1; the theory
-    columns stay (DESIGN.md: a cell that cannot be simulated says so)."""
+    columns stay (docs/design.md: a cell that cannot be simulated says so)."""
     data = teacher_student(5, 20, 0.25, np.random.default_rng(3))
     protocol = _protocol(2, 400)
     ds = pt.run_perturbation_cell(data, 80.0, 5, THETAS, np.random.default_rng(4), protocol)

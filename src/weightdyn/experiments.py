@@ -26,7 +26,19 @@ import xarray as xr
 
 Params = Mapping[str, Any]
 Progress = Callable[[str], None]
-REQUIRED = object()  # default of a parameter the config must give
+
+
+class _Required:
+    """The default of a parameter the config must give (one instance, :data:`REQUIRED`)."""
+
+    def __repr__(self) -> str:
+        return "required"
+
+    def __reduce__(self) -> str:
+        return "REQUIRED"  # pickles as the module's one instance
+
+
+REQUIRED = _Required()  # default of a parameter the config must give
 
 
 class ConfigError(ValueError):
@@ -350,7 +362,7 @@ REGISTRY: dict[str, str] = {
     "gbm": "weightdyn.single_layer.dynamics_experiments",
     # paper 000, Sec. III: two-layer linear network
     "two_layer": "weightdyn.two_layer.experiment",
-    # beyond paper 000 (App. A): deep linear and one-hidden-layer networks (issue 14)
+    # beyond paper 000 (App. A): deep linear and one-hidden-layer networks
     "deep_linear": "weightdyn.models.experiment",
     "one_hidden": "weightdyn.models.experiment",
     # paper 002: mean-field dynamics of wide shallow networks

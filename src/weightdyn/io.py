@@ -1,9 +1,10 @@
 """Dataset conventions: canonical number format, variable attributes, atomic writes, merging.
 
-See DESIGN.md: one job writes one netCDF file, written under a temporary name in the same folder and
-renamed, so that an interrupted job never leaves a file a rerun would trust. Sweep coordinates come
-from parameter values; a merged dataset indexes its cells along one ``cell`` dimension with one
-coordinate per sweep axis (:func:`stack_cells`), and :func:`open_sweep` gives its gridded view.
+See docs/design.md: one job writes one netCDF file, written under a temporary name in the same
+folder and renamed, so that an interrupted job never leaves a file a rerun would trust. Sweep
+coordinates come from parameter values; a merged dataset indexes its cells along one ``cell``
+dimension with one coordinate per sweep axis (:func:`stack_cells`), and :func:`open_sweep` gives
+its gridded view.
 
 Every file follows the CF conventions 1.11 (``compliance-checker --test cf:1.11``, the judge of
 tests/test_cf_compliance.py): :func:`write_atomic` stores string-valued dimension coordinates as
@@ -225,7 +226,7 @@ def stack_cells(
     coords: Mapping[str, tuple[Sequence[object], Mapping[str, str]]],
     attrs_out: Mapping[str, str] | None = None,
 ) -> xr.Dataset:
-    """One-cell datasets stacked along a ``cell`` dimension (DESIGN.md: sparse merged datasets).
+    """One-cell datasets stacked along a ``cell`` dimension (docs/design.md: sparse merges).
 
     Every variable gains a leading ``cell`` dimension; other dimensions are padded at the end to
     their largest length over the cells (NaN, "" for strings), so memory grows with the number of

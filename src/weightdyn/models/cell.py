@@ -1,6 +1,6 @@
 """One cell of a model experiment: data, minimum, SGD about it, and the local theory there.
 
-Protocol (paper 000 App. A and the local protocol of the two-layer experiment, issue 4):
+Protocol (paper 000 App. A and the local protocol of the two-layer experiment):
 
 1. **Data**: inputs ``x ~ N(0, 1_{N_i})`` (rows of ``X``, shape ``(P, N_i)``); labels from a
    teacher (a random linear map, or for the one-hidden-layer experiment a random network of
@@ -372,10 +372,13 @@ THEORIES = {
     "exact": ("exact linearisation: full Hessian, exact noise (Eq. 29)", "Eqs. 14, 29"),
     "jacobian": ("App. A: X -> J, Gauss-Newton drift (Eq. 29)", "Eqs. 79-81"),
     "detailed": ("detailed balance (Eq. 33)", "Eq. 33"),
-    "discrete": ("discrete-time recursion of the local quadratic model", "issue 7"),
-    "minibatch": ("discrete-time recursion with the mini-batch Hessian noise", "issue 7, App. C"),
+    "discrete": ("discrete-time recursion of the local quadratic model", "beyond paper 000"),
+    "minibatch": (
+        "discrete-time recursion with the mini-batch Hessian noise",
+        "beyond paper 000, App. C",
+    ),
     "exact_mean": ("exact linearisation at the SGD mean (Eq. 29)", "Eqs. 14, 29"),
-    "discrete_mean": ("discrete-time recursion at the SGD mean", "issue 7"),
+    "discrete_mean": ("discrete-time recursion at the SGD mean", "beyond paper 000"),
 }
 
 
@@ -600,10 +603,10 @@ def _drift(sample: Any, info: theory.RangeInfo, thin: int) -> dict:
     null = np.linalg.norm(delta - on_range) / max(steps, 1)
     return {
         "drift_null": ((), null, attrs("drift of the mean along null(H) per step", "1",
-                                       "issue 4")),
+                                       "beyond paper 000: the manifold of minima")),
         "drift_range": ((), np.linalg.norm(on_range) / max(steps, 1),
                         attrs("motion of the mean within range(H) per step", "1",
-                              "issue 4")),
+                              "beyond paper 000: the manifold of minima")),
     }  # fmt: skip
 
 

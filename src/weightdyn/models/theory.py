@@ -343,7 +343,7 @@ def detailed_balance_covariance(
 def discrete_stationary_covariance(
     H: ArrayLike, C: ArrayLike, lr: float, rtol: float | None = None, atol: float | None = None
 ) -> FloatArray:
-    """Stationary covariance of discrete-time SGD on the local quadratic model (issue 7).
+    """Stationary covariance of discrete-time SGD on the local quadratic model (beyond paper 000).
 
     Fixed point of ``M = (1 - lr H) M (1 - lr H) + lr^2 C`` on ``range(H)``: in the
     eigenbasis ``Mt_ij = lr Ct_ij / (omega_i + omega_j - lr omega_i omega_j)``; Eq. 30 is the
@@ -392,7 +392,7 @@ def minibatch_stationary_covariance(
     ``theta`` (``l^mu = l^mu_* + g^mu d + d h^mu d / 2``), with the mini-batch Hessian noise.
 
     One step is ``d' = (1 - lr H_B) d - lr g_B`` with the batch independent of ``d``, so
-    (as :func:`weightdyn.single_layer.theory.discrete_stationary_covariance`, issue 7)::
+    (as :func:`weightdyn.single_layer.theory.discrete_stationary_covariance`)::
 
         M = (1 - lr H) M (1 - lr H) + lr^2 c [(1/P) sum_mu h^mu M h^mu - H M H] + lr^2 C,
 

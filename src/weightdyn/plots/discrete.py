@@ -1,4 +1,4 @@
-"""Exact discrete-time SGD covariance vs SGD and paper 000 Eq. 30 (issue 7).
+"""Exact discrete-time SGD covariance vs SGD and paper 000 Eq. 30 (docs/discrete_covariance.md).
 
 Every figure takes a merged sweep of the ``single_layer`` experiment (cells along ``cell``, one
 coordinate per axis) with SGD cells, and draws it on the grid of the old lr sweeps (dims ``N``,

@@ -1,4 +1,4 @@
-"""Error-bar statements measured on the drawn figure (issue 15): what the bars are, how large
+"""Error-bar statements measured on the drawn figure : what the bars are, how large
 they are relative to the value and how many hide behind their markers.
 
 Two ways to draw and state them, on one measurement (:func:`measure`):

@@ -1,4 +1,4 @@
-"""Deep linear and one-hidden-layer networks: SGD against the local theory (issue 14).
+"""Deep linear and one-hidden-layer networks: SGD against the local theory (paper 000 App. A).
 
 Every function takes a merged ``deep_linear`` or ``one_hidden`` sweep (cells along ``cell``, one
 coordinate per axis; a bare cell file works too) and returns a Figure. Symbols are the SGD

@@ -1,4 +1,4 @@
-"""The single-layer stationary-covariance experiment (paper 000 Sec. II, Fig. 4, App. C, issue 7).
+"""The single-layer stationary-covariance experiment (paper 000 Sec. II, Fig. 4, App. C; beyond it).
 
 One cell is one teacher-student data set (N, P, sigma_eps2, data_seed; Eq. 1), one learning rate,
 batch size and sampling mode, one ``dynamics`` and one start (``init``). It holds, in ONE
@@ -444,23 +444,24 @@ FIGURES = {
     ),
     "discrete_trace": Figure(
         discrete.fig_trace_vs_lr,
-        "**Beyond paper 000 (issue 7).** tr M of SGD about w* over tr M of Eq. 30 against λ "
-        "(±1 s.e.) with the exact discrete-time fixed point (lines) and its divergence "
+        "**Beyond paper 000: exact discrete-time SGD.** tr M of SGD about w* over tr M of Eq. 30 "
+        "against λ (±1 s.e.) with the exact discrete-time fixed point (lines) and its divergence "
         "(dotted), per batch size S and P/N.",
         fixed=DISCRETE_FIXED,
         averaged=SEEDS,
     ),
     "discrete_spectra": Figure(
         discrete.fig_spectra_at_max_stable_lr,
-        "**Beyond paper 000 (issue 7).** Sorted eigenvalues of M at the largest stable λ of "
-        "the sweep: SGD (±1 s.e.), the exact discrete-time theory and Eq. 30, over λσ²/2S.",
+        "**Beyond paper 000: exact discrete-time SGD.** Sorted eigenvalues of M at the largest "
+        "stable λ of the sweep: SGD (±1 s.e.), the exact discrete-time theory and Eq. 30, "
+        "over λσ²/2S.",
         fixed=DISCRETE_FIXED,
         averaged=SEEDS,
     ),
     "discrete_divergence": Figure(
         discrete.fig_divergence_lr,
-        "**Beyond paper 000 (issue 7).** Observed divergence bracket of SGD (Eqs. 10-11) "
-        "against the "
+        "**Beyond paper 000: exact discrete-time SGD.** Observed divergence bracket of SGD "
+        "(Eqs. 10-11) against the "
         "learning rate at which the exact second-moment map loses stability; crosses: the "
         "full-batch bound 2/ω_max.",
         fixed=DISCRETE_FIXED,
@@ -490,7 +491,7 @@ EXPERIMENTS = {
         name="single_layer",
         family="single_layer",
         title="single-layer stationary weight covariance: SGD or SGF vs theory",
-        source="paper 000 Eqs. 10-17, 27, 30-34, App. C; exact discrete recursion (issue 7)",
+        source="paper 000 Eqs. 10-17, 27, 30-34, App. C; exact discrete-time recursion",
         params=PARAMS,
         run_cell=run_cell,
         derive=_derive,
