@@ -4,8 +4,10 @@
 import functools
 import re
 import sys
+from pathlib import Path
 
 from weightdyn import experiments, sweep
+from weightdyn.configfile import check_files as check_config_files
 from weightdyn.sweep import sorted_params
 from weightdyn.codehash import code_hash, module_hash
 from weightdyn.experiments import ConfigError
@@ -14,17 +16,27 @@ sys.path.insert(0, f"{workflow.basedir}/scripts")
 import local_jobs  # rules run in this process: data, light_cell, merge, summary, figure
 
 
+def config_files():
+    """The YAML files this run reads: every config file Snakemake loaded (--configfile, else the
+    default config) and the checkout's profiles (Snakemake reads a profile before this file)."""
+    profiles = sorted(Path(workflow.basedir).glob("profiles/*/config.yaml"))
+    return [*workflow.configfiles, *profiles]
+
+
 def _expand(config):
     try:
+        check_config_files(config_files())
         style = sweep.check_config(config)
         sweeps = sweep.expand_sweeps(config)
         views = sweep.expand_views(config, sweeps)
+        name = sweep.config_name(config, workflow.configfiles)
     except ConfigError as err:
         raise ValueError(f"invalid config: {err}") from None
-    return style, sweeps, views
+    return style, sweeps, views, name
 
 
-STYLE, SWEEPS, VIEWS = _expand(config)
+# NAME: this config's own outputs (the agreement table) are results/agreement/<NAME>.*
+STYLE, SWEEPS, VIEWS, NAME = _expand(config)
 FIGURE_FORMATS = STYLE["formats"]
 EXPERIMENTS = {s.experiment: experiments.get(s.experiment) for s in SWEEPS.values()}
 CELLS = {f"{c.experiment}/{c.id}": c for s in SWEEPS.values() for c in s.cells}
@@ -185,10 +197,10 @@ def drop_job_rate_limiter(workflow):
 
 
 def targets():
-    """Everything the config asks for: merged sweeps, summaries, figures, the agreement table."""
+    """Everything the config asks for: merged sweeps, summaries, figures, its agreement table."""
     out = [f"results/{name}.nc" for name in SWEEPS]
     out += [f"results/{name}.summary.nc" for name in SUMMARISED]
     out += [f"results/figures/{v}.{ext}" for v in VIEWS for ext in FIGURE_FORMATS]
     if SWEEPS:
-        out.append("results/agreement.html")
+        out.append(f"results/agreement/{NAME}.html")
     return out
