@@ -8,6 +8,8 @@ tests use it to exercise the generic rules without the cost of a real experiment
 
 from __future__ import annotations
 
+import time
+
 import matplotlib.pyplot as plt
 import numpy as np
 import xarray as xr
@@ -27,6 +29,7 @@ def _derive(params: dict) -> dict:
 
 
 def _run_cell(params: dict, progress) -> xr.Dataset:
+    time.sleep(params["pause"])  # a long cell, for the interruption tests
     rng = seeds.generator("toy", {k: params[k] for k in ("lr", "seed")})
     lr, chains, steps = params["lr"], params["chains"], params["steps"]
     w = np.zeros(chains)
@@ -95,6 +98,7 @@ EXPERIMENTS = {
             Param("seed", int, 0, "random seed index", axis=True, minimum=0),
             Param("chains", int, 16, "number of chains", minimum=2),
             Param("steps", int, 500, "number of steps", minimum=10),
+            Param("pause", float, 0.0, "seconds the cell waits before it computes", minimum=0),
         ),
         run_cell=_run_cell,
         derive=_derive,

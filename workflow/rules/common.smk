@@ -5,10 +5,11 @@ import functools
 import os
 import re
 import shlex
+import signal
 import sys
 from pathlib import Path
 
-from weightdyn import experiments, sweep
+from weightdyn import experiments, forked, sweep
 from weightdyn.configfile import check_files as check_config_files
 from weightdyn.sweep import sorted_params
 from weightdyn.codehash import code_hash, module_hash
@@ -217,9 +218,10 @@ def report_requested():
     return any(a == "--report" or a.startswith("--report=") for a in sys.argv[1:])
 
 
-def recovery_command():
-    """The command that brings this config's outputs up to date (its --configfile, if given)."""
-    cmd = ["python3", "run.py", "sweep"]
+def recovery_command(*args):
+    """The command that brings this config's outputs up to date (its --configfile, if given),
+    with ``args`` added."""
+    cmd = ["python3", "run.py", "sweep", *args]
     for path in workflow.config_settings.configfiles:
         cmd += ["--configfile", os.path.relpath(path)]
     return shlex.join(cmd)
@@ -268,3 +270,41 @@ def refuse_outdated_report():
 
 
 refuse_outdated_report()
+
+
+# ---- Ctrl-C and SIGTERM stop a local run within seconds, with one line of explanation
+
+
+def stop_on_interrupt(workflow):
+    """From now on (onstart) SIGINT and SIGTERM stop the running cells and figures at once
+    (weightdyn.forked.stop_all: the processes forked from the warm server) and end the run the
+    way Snakemake ends on Ctrl-C: it cancels, marks the stopped jobs' outputs incomplete and runs
+    the onerror hook (report_interruption). Snakemake alone would let them run to their end, up
+    to ten minutes for a paper-size cell (on SIGTERM after "Will exit after finishing currently
+    running jobs"). A second signal (a terminal's Ctrl-C and run.py passing it on) changes
+    nothing. Local runs only: a cluster run keeps Snakemake's own handling."""
+    if workflow.non_local_exec or workflow.remote_exec or workflow.subprocess_exec:
+        return
+
+    def interrupt(signum, frame):
+        if forked.stopped() is None:
+            forked.stop_all(signum)
+            raise KeyboardInterrupt
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, interrupt)
+
+
+def report_interruption():
+    """After an interrupt (stop_on_interrupt): one line, what was stopped and how to resume,
+    instead of Snakemake's "At least one job did not complete successfully"; the exit status
+    is a signal's (130 for SIGINT, 143 for SIGTERM)."""
+    signum = forked.stopped()
+    if signum is None:
+        return
+    print(
+        f"interrupted: {forked.stopped_jobs()} running jobs stopped, finished results kept; "
+        f"resume with: {recovery_command('--rerun-incomplete')}",
+        file=sys.stderr,
+    )
+    raise SystemExit(128 + signum)
