@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import venv
@@ -66,8 +67,9 @@ def foreign_install(venv: Path, root: Path) -> tuple[str, bool] | None:
 def ensure_environment() -> None:
     """Create the venv and (re)install the package when pyproject.toml changed, or when the venv
     runs another checkout's code: this checkout's own ``.venv`` is recreated (copied) or the
-    package reinstalled from here; a venv given by WEIGHTDYN_VENV is left alone and this
-    checkout's ``src`` goes first on PYTHONPATH. Either way one line says so."""
+    package reinstalled from here; a venv given by WEIGHTDYN_VENV is left alone (nothing is
+    installed into it) and this checkout's ``src`` goes first on PYTHONPATH. Either way one line
+    says so."""
     stamp = VENV / ".weightdyn-installed"
     digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
     foreign = foreign_install(VENV, ROOT) if PY.exists() else None
@@ -75,8 +77,8 @@ def ensure_environment() -> None:
         print(f"{VENV} {foreign[0]}: running {ROOT / 'src'} instead (PYTHONPATH)", flush=True)
         path = os.environ.get("PYTHONPATH")
         os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "src"), path]))
-        foreign = None
-    elif foreign:
+        return  # another checkout's venv: installing into it would change what that one runs
+    if foreign:
         action = "recreating it" if foreign[1] else "reinstalling weightdyn from this checkout"
         print(f"{VENV} {foreign[0]}: {action}", flush=True)
         if foreign[1]:
@@ -112,6 +114,28 @@ def lint(env: dict[str, str]) -> int:
     return 1 if failed else 0
 
 
+def run_child(cmd: list, env: dict[str, str]) -> int:
+    """Run ``cmd`` and return its exit status. A Ctrl-C (SIGINT) or SIGTERM that reaches this
+    process is passed on to the child, which then stops on its own terms (Snakemake stops its
+    jobs and says how to resume); this one waits for it and exits as interrupted (130, or 143
+    for SIGTERM), without a traceback. A terminal's Ctrl-C reaches both: the child takes the
+    second signal as the first."""
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env)
+    received: list[int] = []
+
+    def forward(signum: int, _frame: object) -> None:
+        received.append(signum)
+        proc.send_signal(signum)
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        code = proc.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return 128 + received[0] if received else code
+
+
 def main(argv: list[str]) -> int:
     if not argv or argv[0] not in {"sweep", "test", "check", "lint", "status"}:
         print(__doc__, file=sys.stderr)
@@ -129,8 +153,12 @@ def main(argv: list[str]) -> int:
     else:
         # two workers; the session runs its test sweep once and shares it (conftest.test_sweep)
         cmd = [PY, "-m", "pytest", "-n", "2", *argv[1:]]
-    return subprocess.run(cmd, cwd=ROOT, env=env, check=False).returncode
+    return run_child(cmd, env)
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except KeyboardInterrupt:  # while setting up the environment: no child to pass it on to
+        print("interrupted", file=sys.stderr)
+        sys.exit(130)
