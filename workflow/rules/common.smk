@@ -278,8 +278,8 @@ refuse_outdated_report()
 def stop_on_interrupt(workflow):
     """From now on (onstart) SIGINT and SIGTERM stop the running cells and figures at once
     (weightdyn.forked.stop_all: the processes forked from the warm server) and end the run the
-    way Snakemake ends on Ctrl-C: it cancels, marks the stopped jobs' outputs incomplete and runs
-    the onerror hook (report_interruption). Snakemake alone would let them run to their end, up
+    way Snakemake ends on Ctrl-C: it cancels, leaves the stopped jobs' outputs marked incomplete
+    and runs the onerror hook (report_interruption). Snakemake alone would let them run to their end, up
     to ten minutes for a paper-size cell (on SIGTERM after "Will exit after finishing currently
     running jobs"). A second signal (a terminal's Ctrl-C and run.py passing it on) changes
     nothing. Local runs only: a cluster run keeps Snakemake's own handling."""
