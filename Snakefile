@@ -34,6 +34,11 @@ include: "workflow/rules/figures.smk"
 
 onstart:
     drop_job_rate_limiter(workflow)
+    stop_on_interrupt(workflow)
+
+
+onerror:
+    report_interruption()
 
 
 rule all:

@@ -218,13 +218,24 @@ def _figure_job(
 def _run_job(body: Callable[..., None], job: tuple, own_process: bool, what: str, log: str) -> None:
     """``body(*job, capture_output)`` right here (``own_process``: a cluster job's Snakemake, or
     a Snakemake subprocess spawned for this job alone), else in a process forked from the warm
-    server; a failure raises, naming ``what`` and the job's log."""
+    server; a failure raises, naming ``what`` and the job's log. A job stopped because the run
+    was interrupted (``common.smk``, stop_on_interrupt) raises KeyboardInterrupt, which Snakemake
+    takes for a cancelled job: no error message, no traceback."""
     if own_process:
         body(*job, capture_output=False)
         return
     code = forked.run(body, *job, True, preload=_server_preload())
+    if code != 0 and forked.stopped() is not None:
+        _log_stopped(log)
+        raise KeyboardInterrupt  # Snakemake's quiet way out of a job it is cancelling
     if code != 0:
         raise RuntimeError(f"{what} failed (exit code {code}); its log: {log}")
+
+
+def _log_stopped(log: str) -> None:
+    """The last line of the log of a job stopped by an interrupt (forked.stop_all)."""
+    with open(log, "a") as f:
+        f.write(f"stopped: the run was interrupted (signal {forked.stopped()})\n")
 
 
 def _server_preload() -> tuple[str, ...]:

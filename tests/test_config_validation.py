@@ -13,7 +13,7 @@ import pytest
 import yaml
 from workflow_helpers import ROOT, snakemake
 
-from weightdyn import sweep
+from weightdyn import configfile, sweep
 from weightdyn.experiments import ConfigError
 
 
@@ -164,3 +164,83 @@ def test_configfile_replaces_the_default_config(workflow_copy: Path) -> None:
     assert "results/appc.nc" not in proc.stdout
     default = snakemake(workflow_copy, "-n")
     assert "results/appc.nc" in default.stdout
+
+
+DUPLICATE = """\
+base: &base
+  N: 20
+  lr: 0.1
+sweeps:
+  fig4b:
+    <<: *base
+    N: 30
+    lr: 0.2
+    N: 40
+"""
+
+
+def test_a_duplicate_key_names_the_key_its_line_and_file(tmp_path: Path) -> None:
+    path = tmp_path / "dup.yaml"
+    path.write_text(DUPLICATE)
+    with pytest.raises(ConfigError) as err:
+        configfile.load(path)
+    assert str(err.value) == (
+        f"{path}, line 9: duplicate key 'N' (first given on line 7); give each key once"
+    )
+
+
+def test_keys_from_a_yaml_merge_may_be_overridden(tmp_path: Path) -> None:
+    path = tmp_path / "merge.yaml"
+    path.write_text(DUPLICATE.replace("    N: 40\n", ""))
+    assert configfile.load(path)["sweeps"]["fig4b"] == {"N": 30, "lr": 0.2}
+
+
+@pytest.mark.parametrize("path", ["config/*.yaml", "profiles/*/config.yaml"])
+def test_shipped_configs_and_profiles_have_no_duplicate_keys(path: str) -> None:
+    files = sorted(ROOT.glob(path))
+    assert files
+    configfile.check_files(files)
+
+
+def _with_duplicate(text: str, key: str) -> str:
+    """``text`` with its first line ``key: ...`` given twice (the copy's value last)."""
+    line = next(x for x in text.splitlines() if x.startswith(f"{key}:"))
+    return text.replace(line + "\n", f"{line}\n{line}\n", 1)
+
+
+@pytest.mark.parametrize("which", ["--configfile", "default config", "profile"])
+def test_a_duplicate_key_stops_snakemake_before_any_job(workflow_copy: Path, which: str) -> None:
+    """In a --configfile, in config/config.yaml (no --configfile) and in the default profile."""
+    args = ["--configfile", "config/test.yaml"] if which != "default config" else []
+    path = {
+        "--configfile": "config/test.yaml",
+        "default config": "config/config.yaml",
+        "profile": "profiles/slurm/config.yaml",
+    }[which]
+    text = (workflow_copy / path).read_text()
+    key = "sweeps" if path.startswith("config/") else "executor"
+    (workflow_copy / path).write_text(_with_duplicate(text, key))
+    line = text.splitlines().index(next(x for x in text.splitlines() if x.startswith(f"{key}:")))
+    proc = snakemake(workflow_copy, "-n", *args, check=False)
+    message = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert f"{path}, line {line + 2}: duplicate key '{key}' (first given on line {line + 1})" in (
+        message
+    ), message[-3000:]
+    assert "rule " not in message and not (workflow_copy / "results").exists()
+
+
+@pytest.mark.parametrize("name", ["../up", "a b", "", "-x", 3])
+def test_an_unsafe_config_name_is_rejected(name: object) -> None:
+    cfg = yaml.safe_load((ROOT / "config" / "test.yaml").read_text()) | {"name": name}
+    with pytest.raises(ConfigError, match=r"^name: .* is not allowed; allowed: letters"):
+        sweep.check_config(cfg)
+
+
+def test_the_config_name_is_its_name_key_else_its_file_stem() -> None:
+    assert sweep.config_name({"name": "mine"}, ["config/paper.yaml"]) == "mine"
+    assert sweep.config_name({}, ["/x/config/paper.yaml"]) == "paper"
+    assert sweep.config_name({}, ["config/base.yaml", "config/test.yaml"]) == "test"
+    assert sweep.config_name({}, []) == "config"
+    with pytest.raises(ConfigError, match="give the config a top-level `name:`"):
+        sweep.config_name({}, ["config/my paper.yaml"])

@@ -88,7 +88,7 @@ def test_report_is_self_contained(report_html: str, results: dict[str, dict]) ->
     assert _external(report_html) == []
     for path, entry in results.items():
         assert entry["data_uri"].startswith("data:"), path
-    table = results["results/agreement.html"]["data_uri"].split(",", 1)[1]
+    table = results["results/agreement/test.html"]["data_uri"].split(",", 1)[1]
     assert _external(base64.b64decode(table).decode()) == []
 
 
@@ -122,11 +122,11 @@ def test_captions_state_the_parameters_used(results: dict[str, dict]) -> None:
 
 
 def test_agreement_table(report_run: Path, results: dict[str, dict]) -> None:
-    entry = results["results/agreement.html"]
+    entry = results["results/agreement/test.html"]
     assert entry["mime_type"] == "text/html"
     table = base64.b64decode(entry["data_uri"].split(",", 1)[1]).decode()
     assert "<table>" in table and "max |z|" in table and "SE" in table
-    rows = (report_run / "results/agreement.csv").read_text().splitlines()
+    rows = (report_run / "results/agreement/test.csv").read_text().splitlines()
     labels = {line.split('","')[1] for line in rows[1:]}
     config = yaml.safe_load((report_run / "config" / "test.yaml").read_text())
     sweeps = {block.get("label", name) for name, block in config["sweeps"].items()}
@@ -193,7 +193,7 @@ def test_report_renders_in_chromium(report_run: Path, tmp_path: Path) -> None:
         "agreement",
         "app.setView({navbarMode: 'subcategory', category: 'Summary', subcategory: 'Other',"
         "content: 'html', contentPath: results[PATH].data_uri, resultPath: PATH});".replace(
-            "PATH", '"results/agreement.html"'
+            "PATH", '"results/agreement/test.html"'
         ),
     )
     for shot in (figure, table):

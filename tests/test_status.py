@@ -117,8 +117,8 @@ def fake_tree(tmp_path: Path) -> tuple[Path, list[status.Job]]:
     (wf / ".snakemake" / "log").mkdir(parents=True)
     (wf / ".snakemake" / "log" / "2027-01-15T080000.000000.snakemake.log").write_text(
         "Error in rule agreement_table:\n    message: None\n    jobid: 1\n"
-        "    output: results/agreement.html, results/agreement.csv\n"
-        "    log: logs/agreement_table.log (check log file(s) for error details)\n"
+        "    output: results/agreement/config.html, results/agreement/config.csv\n"
+        "    log: logs/agreement/config.log (check log file(s) for error details)\n"
         "Exiting because a job execution failed. Look above for error messages\n"
     )
     (wf / ".snakemake" / "locks").mkdir(parents=True)
@@ -127,11 +127,12 @@ def fake_tree(tmp_path: Path) -> tuple[Path, list[status.Job]]:
 
 
 def test_expected_jobs_are_the_workflows_jobs(workflow_copy: Path) -> None:
-    jobs = status.expected_jobs(TOY)
+    jobs = status.expected_jobs(TOY, "toy")
     (workflow_copy / "config" / "toy.yaml").write_text(yaml.safe_dump(TOY))
     proc = snakemake(workflow_copy, "-n", "--configfile", "config/toy.yaml", env=ENV)
     counts = job_counts(proc.stdout)
     assert len(jobs) == counts["total"] - counts["all"] == 7
+    assert ("results/agreement/toy.html", "results/agreement/toy.csv") in {j.outputs for j in jobs}
     assert sum(j.group == "toy" for j in jobs) == counts["cell"]
 
 
@@ -260,7 +261,7 @@ def test_status_of_a_real_toy_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         try:  # a failed poll must not leave Snakemake running into the next test
             deadline = time.time() + 300
             while proc.poll() is None and time.time() < deadline:
-                statuses, active = status.collect(config, wf, time.time())
+                statuses, active = status.collect(config, wf, time.time(), name="toy")
                 seen |= {(s.job.group, s.state) for s in statuses if active}
                 time.sleep(0.2)
             proc.wait(timeout=60)
@@ -271,19 +272,19 @@ def test_status_of_a_real_toy_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         out.seek(0)
         assert proc.returncode == 0, out.read().decode(errors="replace")[-3000:]
     assert ("toy", "running") in seen, seen
-    statuses, active = status.collect(config, wf, time.time())
+    statuses, active = status.collect(config, wf, time.time(), name="toy")
     assert not active and [s.state for s in statuses] == ["done"] * 4  # 2 cells, merge, table
     for s in statuses[:2]:  # Snakemake's metadata record is found (the same path encoding)
         assert status.recorded_seconds(wf, s.job.outputs[0]) is not None
         assert s.duration is not None and s.duration > 0
-    assert "4 done; no Snakemake process" in status.status(config, wf)
+    assert "4 done; no Snakemake process" in status.status(config, wf, name="toy")
 
     with open(wf / "mods" / "toy_experiment.py", "a") as f:
         f.write("\n# an edit changes the code hash: Snakemake reruns the toy cells\n")
     monkeypatch.setenv("PYTHONPATH", env["PYTHONPATH"])
     plan = status.snakemake_plan(wf / "config" / "toy.yaml", wf, wf / "Snakefile")
     assert len(plan.pending) == 5, plan  # 2 cells, merge, agreement.html and .csv
-    states = [s.state for s in status.collect(config, wf, time.time(), plan)[0]]
+    states = [s.state for s in status.collect(config, wf, time.time(), plan, name="toy")[0]]
     assert states == ["left"] * 4
 
 

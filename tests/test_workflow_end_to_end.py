@@ -159,6 +159,7 @@ def test_bit_identical_rerun_with_one_core(test_run: Path, tmp_path: Path) -> No
 def test_a_plotting_option_reruns_only_figures(test_run: Path) -> None:
     cfg = yaml.safe_load((test_run / "config" / "test.yaml").read_text())
     cfg["figures"]["dpi"] += 10
+    cfg["name"] = "test"  # the same config (its agreement table), edited in another file
     changed = test_run / "config" / "plotting.yaml"
     changed.write_text(yaml.safe_dump(cfg))
     proc = snakemake(test_run, "-n", "--configfile", str(changed))

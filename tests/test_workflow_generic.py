@@ -68,7 +68,7 @@ def test_merged_sweep_is_sparse_with_one_coordinate_per_axis(toy_run: Path) -> N
 def test_figures_and_agreement_rows_are_drawn(toy_run: Path) -> None:
     for path in ("toy_lr/variance.png", "toy_sparse/variance.png", "toy_seed0.png"):
         assert (toy_run / "results" / "figures" / path).stat().st_size > 5000, path
-    table = (toy_run / "results" / "agreement.csv").read_text()
+    table = (toy_run / "results" / "agreement" / "toy.csv").read_text()
     assert "toy lr sweep" in table and "toy_sparse" in table
 
 

@@ -3,10 +3,15 @@
 SGD on the one-dimensional quadratic loss w^2/2 with additive unit gradient noise,
 ``w' = (1 - lr) w + lr xi``: its stationary variance is ``lr / (2 - lr)`` exactly (the
 discrete-time analogue of paper 000 Eq. 30 for N = 1), and it diverges for lr >= 2. The workflow
-tests use it to exercise the generic rules without the cost of a real experiment.
+tests use it to exercise the generic rules without the cost of a real experiment. The environment
+variable TOY_PAUSE makes cells of given learning rates wait first (``"0.1=600"``: ten minutes):
+long cells whose identity (file name, parameters) does not depend on how long they take.
 """
 
 from __future__ import annotations
+
+import os
+import time
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -26,7 +31,14 @@ def _derive(params: dict) -> dict:
     return params
 
 
+def _pause(lr: float) -> float:
+    """Seconds a cell of learning rate ``lr`` waits first: TOY_PAUSE="0.1=600 0.2=600"."""
+    pauses = dict(item.split("=", 1) for item in os.environ.get("TOY_PAUSE", "").split())
+    return float(pauses.get(format(lr, "g"), 0))
+
+
 def _run_cell(params: dict, progress) -> xr.Dataset:
+    time.sleep(_pause(params["lr"]))  # a long cell (test_interruption.py)
     rng = seeds.generator("toy", {k: params[k] for k in ("lr", "seed")})
     lr, chains, steps = params["lr"], params["chains"], params["steps"]
     w = np.zeros(chains)

@@ -4,7 +4,7 @@
     python tools/acceptance_table.py RUN_DIR --old      # the old values with their sources
 
 RUN_DIR is a workflow run (``snakemake --configfile config/<name>.yaml`` in a checkout): the
-tool reads only ``RUN_DIR/results`` (``agreement.csv``, the merged ``<sweep>.nc`` and
+tool reads only ``RUN_DIR/results`` (``agreement/<config>.csv``, the merged ``<sweep>.nc`` and
 ``<sweep>.summary.nc``) and, to name the run's config, its newest Snakemake log (or
 ``--config``). Every old number is one :class:`Old` row: where it was reported (the closing notes
 of issues 2-7, stops 8 and 9 of ``issues stops``), the config it was measured at, and either a
@@ -51,9 +51,12 @@ class Run:
         return _load(self.results / f"{name}.nc")
 
     def agreement(self) -> list[dict[str, str]]:
-        path = self.results / "agreement.csv"
+        """The rows of this config's table, results/agreement/<config name>.csv (the default
+        config's name is ``config``, the stem of its file)."""
+        name = {"default": "config"}.get(self.config, self.config)
+        path = self.results / "agreement" / f"{name}.csv"
         if not path.exists():
-            raise Missing("results/agreement.csv not written yet")
+            raise Missing(f"results/agreement/{name}.csv not written yet")
         with path.open(newline="") as f:
             return list(csv.DictReader(f))
 

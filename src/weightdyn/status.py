@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from weightdyn import experiments, sweep
+from weightdyn import configfile, experiments, sweep
 from weightdyn.streams import PROGRESS_PATTERN, clock
 
 STATES = ("done", "running", "queued", "failed", "left")
@@ -133,9 +133,10 @@ def _merged(name: str, summary: bool) -> str:
     return f"results/{name}.summary.nc" if summary else f"results/{name}.nc"
 
 
-def expected_jobs(config: Mapping[str, Any]) -> list[Job]:
+def expected_jobs(config: Mapping[str, Any], name: str = "config") -> list[Job]:
     """Every job of ``config`` (the rules' outputs, logs and inputs, workflow/rules/*.smk), each
-    once and after the jobs it reads; raises ConfigError as the workflow does."""
+    once and after the jobs it reads; raises ConfigError as the workflow does. ``name`` is the
+    config's name (:func:`weightdyn.sweep.config_name`), which names its agreement table."""
     style = sweep.check_config(config)
     sweeps = sweep.expand_sweeps(config)
     views = sweep.expand_views(config, sweeps)
@@ -143,18 +144,19 @@ def expected_jobs(config: Mapping[str, Any]) -> list[Job]:
     for s in sweeps.values():
         for job in _sweep_jobs(s):
             jobs.setdefault(job.outputs, job)
-    for name, view in views.items():
+    for key, view in views.items():
         summary = experiments.get(view.experiment).figures[view.figure].source == "summary"
         inputs = tuple(_merged(v, summary) for v in view.sweeps)  # common.smk: view_inputs
-        outputs = tuple(f"results/figures/{name}.{ext}" for ext in style["formats"])
-        jobs[outputs] = Job("figure", name, outputs, f"logs/figures/{name}.log", 1, inputs)
+        outputs = tuple(f"results/figures/{key}.{ext}" for ext in style["formats"])
+        jobs[outputs] = Job("figure", key, outputs, f"logs/figures/{key}.log", 1, inputs)
     if sweeps:
-        outputs = ("results/agreement.html", "results/agreement.csv")
+        outputs = (f"results/agreement/{name}.html", f"results/agreement/{name}.csv")
         inputs = tuple(  # common.smk: sweep_source
             _merged(n, experiments.get(s.experiment).summarize is not None)
             for n, s in sweeps.items()
         )
-        jobs[outputs] = Job("table", "agreement", outputs, "logs/agreement_table.log", 1, inputs)
+        log = f"logs/agreement/{name}.log"
+        jobs[outputs] = Job("table", "agreement", outputs, log, 1, inputs)
     return list(jobs.values())
 
 
@@ -543,13 +545,19 @@ def format_status(
 
 
 def collect(
-    config: Mapping[str, Any], workdir: str | os.PathLike, now: float, plan: Plan | None = None
+    config: Mapping[str, Any],
+    workdir: str | os.PathLike,
+    now: float,
+    plan: Plan | None = None,
+    *,
+    name: str = "config",
 ) -> tuple[list[JobStatus], bool]:
-    """Every job's :class:`JobStatus` and whether a Snakemake process holds ``workdir``."""
+    """Every job's :class:`JobStatus` (``config`` named ``name``, :func:`expected_jobs`) and
+    whether a Snakemake process holds ``workdir``."""
     sm = snakemake_state(workdir, plan)
     by_output: dict[str, JobStatus] = {}
     statuses = []
-    for job in expected_jobs(config):  # each after the jobs it reads
+    for job in expected_jobs(config, name):  # each after the jobs it reads
         st = job_status(workdir, job, sm, now, by_output)
         by_output.update(dict.fromkeys(job.outputs, st))
         statuses.append(st)
@@ -561,17 +569,18 @@ def status(
     workdir: str | os.PathLike,
     now: float | None = None,
     plan: Plan | None = None,
+    *,
+    name: str = "config",
 ) -> str:
-    """The status report of ``config``'s sweep in ``workdir`` at time ``now`` (default: now)."""
+    """The status report of ``config``'s sweep (named ``name``) in ``workdir`` at time ``now``
+    (default: now)."""
     now = time.time() if now is None else now
-    return format_status(*collect(config, workdir, now, plan), now)
+    return format_status(*collect(config, workdir, now, plan, name=name), now)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m weightdyn.status [--configfile C] [--directory D] [--watch SECONDS] [--plan]``;
     with ``--watch`` the report refreshes until every job is done (or Ctrl-C)."""
-    import yaml
-
     parser = argparse.ArgumentParser(prog="run.py status", description=__doc__.splitlines()[0])
     parser.add_argument("--configfile", default="config/config.yaml")
     parser.add_argument("--directory", "-d", default=".", help="Snakemake's working directory")
@@ -584,11 +593,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     try:
-        config = yaml.safe_load(Path(args.configfile).read_text()) or {}
+        config = configfile.load(args.configfile) or {}
+        name = sweep.config_name(config, [args.configfile])
         plan = snakemake_plan(args.configfile, args.directory) if args.plan else None
         while True:
             now = time.time()
-            statuses, active = collect(config, args.directory, now, plan)
+            statuses, active = collect(config, args.directory, now, plan, name=name)
             if args.watch and sys.stdout.isatty():
                 print("\033[H\033[J", end="")
             width = shutil.get_terminal_size((100, 24)).columns

@@ -2,6 +2,9 @@
 
 The config dialect (README, "Configuration")::
 
+    name: <name>                            # optional: names the config's own outputs
+                                            # (results/agreement/<name>.csv); default the stem
+                                            # of the config file
     sweeps:
       <sweep>:
         experiment: <registered experiment>
@@ -23,9 +26,11 @@ from __future__ import annotations
 import hashlib
 import inspect
 import itertools
+import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from weightdyn import experiments
@@ -35,7 +40,7 @@ from weightdyn.seeds import canonical_parameters
 
 SWEEP_KEYS = ("experiment", "cells", "figures", "label")
 VIEW_KEYS = ("sweeps", "figure", "select", "options", "label")
-TOP_KEYS = ("sweeps", "views", "figures", "experiment_modules")
+TOP_KEYS = ("name", "sweeps", "views", "figures", "experiment_modules")
 FIGURE_KEYS = {"formats": ("png", "pdf", "svg"), "dpi": None}
 #: the most panels a figure is split into, one per value of the axes it does not draw
 MAX_PANELS = 24
@@ -266,6 +271,12 @@ def check_config(config: Mapping[str, Any]) -> dict[str, Any]:
     unknown = sorted(set(config) - set(TOP_KEYS))
     if unknown:
         raise ConfigError(f"{unknown}: unknown top-level keys; allowed: {list(TOP_KEYS)}")
+    name = config.get("name")
+    if name is not None and not (isinstance(name, str) and _NAME.match(name)):
+        raise ConfigError(
+            f"name: {name!r} is not allowed; allowed: letters, digits, '_' and '-', starting "
+            "with a letter or digit (it names the config's files, results/agreement/<name>.csv)"
+        )
     experiments.register_modules([str(m) for m in _as_list(config.get("experiment_modules", []))])
     style = dict(config.get("figures") or {})
     unknown = sorted(set(style) - set(FIGURE_KEYS))
@@ -284,6 +295,21 @@ def check_config(config: Mapping[str, Any]) -> dict[str, Any]:
             f"figures.dpi: {dpi!r} is not allowed; allowed: an integer 10 <= dpi <= 1200"
         )
     return {"formats": formats, "dpi": dpi}
+
+
+def config_name(config: Mapping[str, Any], configfiles: Sequence[str | os.PathLike]) -> str:
+    """The name of ``config``'s own outputs (``results/agreement/<name>.csv``): its top-level
+    ``name``, else the stem of the last of ``configfiles`` it was read from (config/paper.yaml:
+    ``paper``), else ``config``. Two configs run in one results folder keep apart by it."""
+    if config.get("name") is not None:
+        return str(config["name"])
+    stem = Path(configfiles[-1]).stem if configfiles else "config"
+    if not _NAME.match(stem):
+        raise ConfigError(
+            f"name: missing, and the config file's name {stem!r} cannot name its files; give the "
+            "config a top-level `name:` of letters, digits, '_' and '-'"
+        )
+    return stem
 
 
 def expand_sweeps(config: Mapping[str, Any]) -> dict[str, Sweep]:

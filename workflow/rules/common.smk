@@ -2,10 +2,15 @@
 # named sweeps -> cells, shared data sets, figure views. A bad config stops here, before any job,
 # with a message naming the key (sweeps.<name>.<axis>) and what is allowed.
 import functools
+import os
 import re
+import shlex
+import signal
 import sys
+from pathlib import Path
 
-from weightdyn import experiments, sweep
+from weightdyn import experiments, forked, sweep
+from weightdyn.configfile import check_files as check_config_files
 from weightdyn.sweep import sorted_params
 from weightdyn.codehash import code_hash, module_hash
 from weightdyn.experiments import ConfigError
@@ -14,17 +19,27 @@ sys.path.insert(0, f"{workflow.basedir}/scripts")
 import local_jobs  # rules run in this process: data, light_cell, merge, summary, figure
 
 
+def config_files():
+    """The YAML files this run reads: every config file Snakemake loaded (--configfile, else the
+    default config) and the checkout's profiles (Snakemake reads a profile before this file)."""
+    profiles = sorted(Path(workflow.basedir).glob("profiles/*/config.yaml"))
+    return [*workflow.configfiles, *profiles]
+
+
 def _expand(config):
     try:
+        check_config_files(config_files())
         style = sweep.check_config(config)
         sweeps = sweep.expand_sweeps(config)
         views = sweep.expand_views(config, sweeps)
+        name = sweep.config_name(config, workflow.configfiles)
     except ConfigError as err:
         raise ValueError(f"invalid config: {err}") from None
-    return style, sweeps, views
+    return style, sweeps, views, name
 
 
-STYLE, SWEEPS, VIEWS = _expand(config)
+# NAME: this config's own outputs (the agreement table) are results/agreement/<NAME>.*
+STYLE, SWEEPS, VIEWS, NAME = _expand(config)
 FIGURE_FORMATS = STYLE["formats"]
 EXPERIMENTS = {s.experiment: experiments.get(s.experiment) for s in SWEEPS.values()}
 CELLS = {f"{c.experiment}/{c.id}": c for s in SWEEPS.values() for c in s.cells}
@@ -185,10 +200,111 @@ def drop_job_rate_limiter(workflow):
 
 
 def targets():
-    """Everything the config asks for: merged sweeps, summaries, figures, the agreement table."""
+    """Everything the config asks for: merged sweeps, summaries, figures, its agreement table."""
     out = [f"results/{name}.nc" for name in SWEEPS]
     out += [f"results/{name}.summary.nc" for name in SUMMARISED]
     out += [f"results/figures/{v}.{ext}" for v in VIEWS for ext in FIGURE_FORMATS]
     if SWEEPS:
-        out.append("results/agreement.html")
+        out.append(f"results/agreement/{NAME}.html")
     return out
+
+
+# ---- the report (`snakemake --report`) shows up-to-date results only
+
+
+def report_requested():
+    """Whether this Snakemake writes a report (`--report [FILE]`; not `--report-after-run`,
+    which brings every output up to date first)."""
+    return any(a == "--report" or a.startswith("--report=") for a in sys.argv[1:])
+
+
+def recovery_command(*args):
+    """The command that brings this config's outputs up to date (its --configfile, if given),
+    with ``args`` added."""
+    cmd = ["python3", "run.py", "sweep", *args]
+    for path in workflow.config_settings.configfiles:
+        cmd += ["--configfile", os.path.relpath(path)]
+    return shlex.join(cmd)
+
+
+def _short(reason, width=100):
+    """Snakemake's reason for a job, on one line of at most ``width`` characters."""
+    text = " ".join(str(reason).split())
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def outdated_report_message(dag):
+    """What a report would show out of date (jobs the DAG would run, with Snakemake's reasons),
+    or None if everything is up to date."""
+    jobs = sorted((j for j in dag.needrun_jobs() if j.output), key=lambda j: str(j.output))
+    if not jobs:
+        return None
+    lines = [f"  {', '.join(job.output)}: {_short(dag.reason(job))}" for job in jobs[:10]]
+    if len(jobs) > 10:
+        lines.append(f"  ... and {len(jobs) - 10} more jobs")
+    return (
+        f"no report written: {len(jobs)} job(s) of config {NAME!r} are out of date or not run, "
+        "so it would show stale or missing results:\n"
+        + "\n".join(lines)
+        + f"\nbring them up to date first: {recovery_command()}"
+    )
+
+
+def refuse_outdated_report():
+    """With `--report`: stop after the DAG is built, before a report is written, if a job whose
+    output it would show is out of date (Snakemake itself writes the report from whatever files
+    exist, without a word). Wraps the workflow's DAG building (Snakemake 9 internals: another
+    version writes its report unchecked)."""
+    build = getattr(workflow, "_build_dag", None)
+    if build is None or not report_requested():
+        return
+
+    def build_then_check():
+        build()
+        message = outdated_report_message(workflow.dag)
+        if message:
+            print(message, file=sys.stderr)
+            raise SystemExit(1)
+
+    workflow._build_dag = build_then_check
+
+
+refuse_outdated_report()
+
+
+# ---- Ctrl-C and SIGTERM stop a local run within seconds, with one line of explanation
+
+
+def stop_on_interrupt(workflow):
+    """From now on (onstart) SIGINT and SIGTERM stop the running cells and figures at once
+    (weightdyn.forked.stop_all: the processes forked from the warm server) and end the run the
+    way Snakemake ends on Ctrl-C: it cancels, leaves the stopped jobs' outputs marked incomplete
+    and runs the onerror hook (report_interruption). Snakemake alone would let them run to their end, up
+    to ten minutes for a paper-size cell (on SIGTERM after "Will exit after finishing currently
+    running jobs"). A second signal (a terminal's Ctrl-C and run.py passing it on) changes
+    nothing. Local runs only: a cluster run keeps Snakemake's own handling."""
+    if workflow.non_local_exec or workflow.remote_exec or workflow.subprocess_exec:
+        return
+
+    def interrupt(signum, frame):
+        if forked.stopped() is None:
+            forked.stop_all(signum)
+            raise KeyboardInterrupt
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, interrupt)
+
+
+def report_interruption():
+    """After an interrupt (stop_on_interrupt): one line, what was stopped and how to resume,
+    instead of Snakemake's "At least one job did not complete successfully"; the exit status
+    is a signal's (130 for SIGINT, 143 for SIGTERM)."""
+    signum = forked.stopped()
+    if signum is None:
+        return
+    print(
+        f"interrupted: {forked.stopped_jobs()} running jobs stopped, finished results kept; "
+        f"resume with: {recovery_command('--rerun-incomplete')}",
+        file=sys.stderr,
+    )
+    raise SystemExit(128 + signum)
