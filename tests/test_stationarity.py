@@ -212,7 +212,9 @@ def test_model_cell_burnin_grows_from_a_random_start_and_has_the_variables() -> 
     exp = experiments.get("one_hidden")
     block = {"experiment": "one_hidden", "N_i": 3, "width": 3, "P": 100, "lr": 0.1,
              "batch_size": 5, "replicas": 4, "burn_tau": 3.0, "sample_tau": 30.0,
-             "n_blocks": 2, "noise": 0.25}  # fmt: skip
+             "n_blocks": 2, "noise": 0.25, "data_seed": 5}  # fmt: skip
+    # data_seed 5: of seeds 0-7 at this size only 5 gives an isolated, stable minimum at
+    # lr = 0.1 (the others are flagged too_slow, lr_unstable or no_minimum and run no SGD)
     runs = {}
     for init in ("minimum", "random"):
         (cell,) = sweep.expand_sweep("t", {**block, "init": init}).cells
@@ -250,5 +252,8 @@ def test_two_layer_cell_has_the_variables_and_its_start_term() -> None:
     s = tl_protocol.setup(cell.params, lambda _: None)
     a = tl_protocol.theory_at_w0(s, cell.params, lambda _: None)
     assert tl_protocol.start_extra_tau(s, a) == 0.0
-    moved = replace(s, gf=replace(s.gf, W1=1.5 * s.gf.W1))  # loss excess >> tr M
-    assert tl_protocol.start_extra_tau(moved, a) > 1.0
+    extra = [
+        tl_protocol.start_extra_tau(replace(s, gf=replace(s.gf, W1=k * s.gf.W1)), a)
+        for k in (1.5, 3.0)
+    ]
+    assert 0.0 < extra[0] < extra[1]  # more burn-in the further W^0 is moved off the minimum
