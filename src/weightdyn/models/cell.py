@@ -627,14 +627,19 @@ def _stationarity(
     return test.variables("Eqs. 10-11 (SGD), second moments about the local point")
 
 
+def _theory_source(name: str) -> str:
+    """The ``source`` attribute of theory ``name`` of :data:`THEORIES`."""
+    where = THEORIES[name][1]
+    return where if where.startswith("beyond") else f"paper 000 {where}"
+
+
 def _trace_variables(sim: dict, spectra: dict) -> dict[str, tuple]:
     """tr M of SGD on ``range(H)`` (about its sampled mean, jackknife error) and of every theory
     of :data:`THEORIES` (:func:`weightdyn.stationarity.trace_variables`)."""
     theories = {
-        name: (spec["trace"], f"tr M on range(H), {THEORIES[name][0]}",
-               "paper 000 " + THEORIES[name][1].replace("issue 7", "beyond Eq. 30"))
+        name: (spec["trace"], f"tr M on range(H), {THEORIES[name][0]}", _theory_source(name))
         for name, spec in spectra.items()
-    }  # fmt: skip
+    }
     source = "paper 000 Eqs. 10-11 (SGD), covariance about the sampled mean on range(H)"
     return stationarity.trace_variables(sim["trace"], theories, source)
 
