@@ -160,7 +160,7 @@ def trace_variables(
     out = {}
     if sim is not None:
         names = " ".join(f"trace_M_{name}" for name in theories)
-        long_name = "tr M of the simulated dynamics (sum of its per-mode variances)"
+        long_name = "tr M of the simulated dynamics"
         sim_attrs = attrs(long_name, "1", source)
         sim_attrs |= {"ancillary_variables": "trace_M_sgd_se", "weightdyn_theories": names}
         se_name = "standard error of trace_M_sgd (jackknife over replicas and time blocks)"

@@ -13,6 +13,7 @@ standard errors combined (sqrt(sum se^2) / n). Labels come from the variables' a
 from __future__ import annotations
 
 import re
+import textwrap
 from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
@@ -184,7 +185,7 @@ def scalar(
     _x_ticks(ax, ds, x, logx)
     ax.set_yscale("log" if logy else "linear")
     ax.set_xlabel(label(ds[x], x))
-    ax.set_ylabel(label(ds[y], y))
+    ax.set_ylabel(textwrap.fill(label(ds[y], y), 40))
     _legend(ax, ds, y, theories, groups if hue else [])
     fixed = _fixed_text(ds, [x, *([hue] if hue else [])])
     bars.annotate(

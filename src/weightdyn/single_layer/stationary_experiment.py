@@ -179,18 +179,18 @@ def _trace_dataset(ds: xr.Dataset, dynamics: str) -> xr.Dataset:
     theories the cell evaluates (:func:`weightdyn.stationarity.trace_variables`)."""
     N = ds.sizes["mode"]
     theories = {
-        "eq30": (N * float(ds["var_w_theory"]), "tr M of the Lyapunov covariance",
+        "eq30": (N * float(ds["var_w_theory"]), "tr M, Eq. 30 (Lyapunov)",
                  f"{P000} Eqs. 30-31"),
         "eq33": (float(ds["eig_M_detailed_balance"].sum(skipna=False)),
-                 "tr M under detailed balance", f"{P000} Eq. 33"),
-        "eq34": (N * float(ds["M_isotropic"]), "tr M of the isotropic approximation",
+                 "tr M, Eq. 33 (detailed balance)", f"{P000} Eq. 33"),
+        "eq34": (N * float(ds["M_isotropic"]), "tr M, Eq. 34 (isotropic)",
                  f"{P000} Eq. 34"),
         "discrete": (float(ds["eig_M_discrete"].sum(skipna=False)),
-                     "tr M of the exact discrete-time second moment of SGD about w*", DISCRETE),
+                     "tr M, exact discrete-time SGD", DISCRETE),
     }  # fmt: skip
     if "eig_M_euler" in ds:
         theories["euler"] = (float(ds["eig_M_euler"].sum(skipna=False)),
-                             "tr M of the additive-noise Euler-Maruyama chain (step dt)",
+                             "tr M, Euler-Maruyama chain (step dt)",
                              f"{P000} Eq. 13, Euler-Maruyama step dt (beyond Eq. 30)")  # fmt: skip
     sim = None
     if dynamics != "none":
