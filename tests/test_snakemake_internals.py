@@ -180,6 +180,33 @@ def check_selector_no_free_cores() -> None:
     )
 
 
+def check_run_jobs_in_threads() -> None:
+    """With ``force-use-threads`` (profiles/default) the local executor runs a ``run:`` job in
+    one of its threads (``run_wrapper``), not as a Snakemake process of its own."""
+    from snakemake.executors.local import Executor
+
+    _require(
+        _in_order(
+            _source(Executor.run_single_job),
+            "self.use_threads",
+            "self.pool.submit(",
+            "run_wrapper",
+            "self.spawn_job",
+        ),
+        "the local Executor.run_single_job running run: jobs in threads under use_threads",
+        "profiles/default/config.yaml (force-use-threads) and scripts/local_jobs.py",
+        "data sets, light cells, merges and summaries run inside the Snakemake process, where "
+        "a spawned job would pay about 2 CPU-s to start",
+    )
+    _require(
+        "self.use_threads = self.workflow.execution_settings.use_threads"
+        in _source(Executor.__post_init__),
+        "ExecutionSettings.use_threads (--force-use-threads)",
+        "profiles/default/config.yaml (force-use-threads)",
+        "the in-process jobs above",
+    )
+
+
 # ---- the report's refusal of outdated results
 
 
@@ -488,6 +515,10 @@ def test_register_resource(tmp_path: Path) -> None:
 
 def test_selector_no_free_cores() -> None:
     check_selector_no_free_cores()
+
+
+def test_run_jobs_in_threads() -> None:
+    check_run_jobs_in_threads()
 
 
 def test_build_dag() -> None:
