@@ -19,7 +19,11 @@ if not config:
     configfile: "config/config.yaml"
 
 
-# the conda environment of every rule installs the package from this checkout (--sdm conda)
+# With --sdm conda only rule agreement_table (a script: with conda:) runs in a conda environment,
+# which installs the package from this checkout (workflow/envs/weightdyn.yaml). The run: rules
+# (data, cell, light_cell, merge, summary, figure) cannot have one: they run in a Snakemake
+# process (this one, or a cluster job's) or in processes forked from it, so the environment
+# Snakemake runs in needs the package.
 os.environ.setdefault("WEIGHTDYN_ROOT", workflow.basedir)
 # how this run was started: the CF `history` attribute of every file the rules write, and the
 # rebuild command a merge prints when it finds damaged cells
