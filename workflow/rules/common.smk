@@ -16,7 +16,7 @@ from weightdyn.codehash import code_hash, module_hash
 from weightdyn.experiments import ConfigError
 
 sys.path.insert(0, f"{workflow.basedir}/scripts")
-import local_jobs  # run: jobs in this process (data, light_cell, merge, summary) or forked (cell, figure)
+import local_jobs  # the run: rules' jobs, in this process or forked from it (cell, figure)
 
 
 def config_files():
