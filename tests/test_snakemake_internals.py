@@ -96,7 +96,7 @@ def check_job_rate_limiter() -> None:
     _require("self.job_rate_limiter =" in init, internal, where, why, "not set in __init__")
     _require(
         _in_order(select, "if self.job_rate_limiter is None:", "return run_selector("),
-        f"{internal} is None in JobScheduler.job_selector",
+        f"{internal} (its None branch in JobScheduler.job_selector)",
         where,
         why,
         "no unlimited branch",
@@ -107,7 +107,7 @@ def check_job_rate_limiter() -> None:
             "if self.job_rate_limiter is not None:",
             "self._schedule_reevalutation(",
         ),
-        f"{internal} guarding JobScheduler._schedule_reevalutation",
+        f"{internal} (guarding the timer of JobScheduler.schedule)",
         where,
         why,
         "the timer is armed without the limiter",
