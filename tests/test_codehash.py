@@ -51,6 +51,7 @@ def _module_hashes(root: Path) -> dict[str, str]:
     ("edited", "changed"),
     [
         ("two_layer/theory.py", {"two_layer"}),
+        ("linear_theory.py", {"single_layer", "noise", "two_layer"}),  # shared theory
         ("mean_field/particles.py", {"mean_field"}),
         ("single_layer/noise.py", {"noise"}),
         ("plots/fig4.py", set()),  # figures never rerun a simulation

@@ -5,15 +5,19 @@ process of Eq. 13 with drift ``H`` (the Hessian) and noise covariance ``C`` (Eq.
 its stationary covariance solves the Lyapunov equation (Eq. 29), ``M = (lr/2) H^-1 (C + Q)``
 (Eqs. 30-31), or ``M = (lr/2) H^-1 C`` under detailed balance (Eq. 33). Appendix A
 (Eqs. 79-81) maps a nonlinear network onto linear regression in the Jacobian features:
-drift ``J^T J / P`` (residual curvature dropped). The single-layer formulas of
-:mod:`weightdyn.single_layer.theory` are reused on the range of ``H``.
+drift ``J^T J / P`` (residual curvature dropped). The model-independent algebra (Lyapunov
+solves on the range of ``H``, rank cuts, the discrete recursion, the App. C prefactor) lives in
+:mod:`weightdyn.linear_theory`; ``RangeInfo``, ``hessian_range``, ``check_learning_rate``,
+``stationary_covariance``, ``circulation``, ``detailed_balance_covariance`` and
+``discrete_stationary_covariance`` are re-exported here from it.
 
 Non-isolated minima (deep linear networks: ``GL(N_l)`` symmetry between layers) have a
 Hessian null space. All covariances live on ``range(H)``: eigenvalues up to
 ``max(rtol * max|omega|, atol)`` count as zero, ``rtol`` defaulting to ``10 n eps`` and ``atol``
-to :data:`~weightdyn.two_layer.theory.RESIDUAL_CUT_FACTOR` times the zero-mode spread
-``-min(omega, 0)`` (as in :mod:`weightdyn.two_layer.theory`): at an optimiser's end point the
-zero modes spread to about the residual size on both sides of 0. Zero outside the range.
+to :data:`~weightdyn.linear_theory.RESIDUAL_CUT_FACTOR` times the zero-mode spread
+``-min(omega, 0)`` (:func:`~weightdyn.linear_theory.zero_mode_spread`): at an optimiser's end
+point the zero modes spread to about the residual size on both sides of 0. Zero outside the
+range.
 
 Paper typo (checked in ``tests/test_models.py``): Eq. 81 writes the linearised loss as
 ``(1/2P) ||w^T J - Y||^2 + const``. With ``J in R^{P x N}`` this is ``||J w - Y||^2``, but the
@@ -31,9 +35,23 @@ import numpy as np
 import scipy.optimize
 from numpy.typing import ArrayLike
 
+from weightdyn.linear_theory import (
+    RangeInfo,
+    Sampling,
+    check_learning_rate,
+    embed,
+    hessian_range,
+    minibatch_fixed_point,
+    noise_prefactor,
+    reduce_to_range,
+)
+from weightdyn.linear_theory import range_circulation as circulation
+from weightdyn.linear_theory import (
+    range_detailed_balance_covariance as detailed_balance_covariance,
+)
+from weightdyn.linear_theory import range_discrete_covariance as discrete_stationary_covariance
+from weightdyn.linear_theory import range_stationary_covariance as stationary_covariance
 from weightdyn.models.base import FloatArray, Model
-from weightdyn.single_layer import theory as sl
-from weightdyn.two_layer.theory import RESIDUAL_CUT_FACTOR, zero_mode_spread
 
 __all__ = [
     "Linearisation",
@@ -58,68 +76,8 @@ __all__ = [
     "stationary_covariance",
 ]
 
-Sampling = Literal["with", "without"]
-
-
-# ------------------------------------------------------------------ range of H
-
-
-@dataclass(frozen=True)
-class RangeInfo:
-    """Numerical range of a symmetric ``H``: orthonormal eigenvectors ``Q`` (``n x rank``) with
-    eigenvalues ``omega`` above ``cut``; ``null_dim = n - rank`` (Hessian zero modes)."""
-
-    Q: FloatArray
-    omega: FloatArray
-    cut: float
-    rank: int
-    null_dim: int
-
-
-def hessian_range(H: ArrayLike, rtol: float | None = None, atol: float | None = None) -> RangeInfo:
-    """Range of ``H`` and null-space dimension (rank cut ``max(rtol max|omega|, atol)``).
-
-    Defaults: ``rtol = 10 n eps``; ``atol = RESIDUAL_CUT_FACTOR * zero_mode_spread(H)`` (the
-    most negative eigenvalue marks how far the zero modes moved off 0 near a minimum).
-    """
-    H = np.asarray(H, dtype=float)
-    if H.ndim != 2 or H.shape[0] != H.shape[1]:
-        raise ValueError(f"H must be a square matrix, got shape {H.shape}")
-    n = H.shape[0]
-    omega, V = np.linalg.eigh(0.5 * (H + H.T))
-    rtol = 10 * n * float(np.finfo(float).eps) if rtol is None else float(rtol)
-    atol = RESIDUAL_CUT_FACTOR * zero_mode_spread(H) if atol is None else float(atol)
-    cut = max(rtol * float(np.max(np.abs(omega), initial=0.0)), atol)
-    keep = omega > cut
-    return RangeInfo(V[:, keep], omega[keep], cut, int(keep.sum()), n - int(keep.sum()))
-
-
-def _on_range(
-    H: ArrayLike, C: ArrayLike, rtol: float | None, atol: float | None
-) -> tuple[RangeInfo, FloatArray, FloatArray]:
-    """:func:`hessian_range` of ``H`` and the reduced ``(Q^T H Q, Q^T C Q)``."""
-    info = hessian_range(H, rtol, atol)
-    C = np.asarray(C, dtype=float)
-    if C.shape != (info.Q.shape[0],) * 2:
-        raise ValueError(f"C must have the shape of H {(info.Q.shape[0],) * 2}, got {C.shape}")
-    return info, np.diag(info.omega), info.Q.T @ (0.5 * (C + C.T)) @ info.Q
-
 
 # --------------------------------------------------------------------- checks
-
-
-def check_learning_rate(H: ArrayLike, lr: float) -> float:
-    """Require ``0 < lr < 2 / max eig(H)``: beyond it the local quadratic model (Eq. 11 with
-    ``grad L = H (w - w*)``, Eq. 13) is unstable and no stationary state exists."""
-    lr = float(lr)
-    w_max = float(np.linalg.eigvalsh(0.5 * (np.asarray(H) + np.asarray(H).T))[-1])
-    limit = 2.0 / w_max if w_max > 0 else np.inf
-    if not np.isfinite(lr) or lr <= 0 or lr >= limit:
-        raise ValueError(
-            f"lr must satisfy 0 < lr < 2 / max eig(H) = {limit:.6g} (stability of the local "
-            f"quadratic model, lr * max eig(H) < 2), got lr = {lr!r}"
-        )
-    return lr
 
 
 def check_minimum(
@@ -289,75 +247,17 @@ def noise_covariance(
         C = c(P, S) [ (1/P) sum_mu g^mu g^mu^T - G G^T ],   G = grad L = (1/P) sum_mu g^mu,
 
     ``g^mu`` from :meth:`Model.per_sample_gradients`, ``c`` from
-    :func:`weightdyn.single_layer.theory.noise_prefactor` (``1/S`` with replacement,
+    :func:`weightdyn.linear_theory.noise_prefactor` (``1/S`` with replacement,
     ``(P - S) / (S (P - 1))`` without). Valid at any ``theta``.
     """
     G = model.per_sample_gradients(X, Y, theta)
-    c = sl.noise_prefactor(G.shape[0], batch_size, sampling)
+    c = noise_prefactor(G.shape[0], batch_size, sampling)
     g = G.mean(axis=0)
     C = c * (G.T @ G / G.shape[0] - np.outer(g, g))
     return 0.5 * (C + C.T)
 
 
 # ----------------------------------------------------------- stationary state
-
-
-def _embed(info: RangeInfo, Mr: FloatArray) -> FloatArray:
-    return info.Q @ Mr @ info.Q.T
-
-
-def stationary_covariance(
-    H: ArrayLike, C: ArrayLike, lr: float, rtol: float | None = None, atol: float | None = None
-) -> FloatArray:
-    """Stationary covariance on ``range(H)`` (Eqs. 29-31), zero on the null space.
-
-    Solves ``H M + M H = lr C`` (Eq. 29) for ``M = Q M_r Q^T``, ``M_r`` from
-    :func:`weightdyn.single_layer.theory.stationary_covariance` of ``Q^T H Q`` and
-    ``Q^T C Q`` (``Q`` from :func:`hessian_range`); equals ``(lr/2) H^+ (C + Q_31)``
-    (Eq. 30). Requires ``lr * max eig(H) < 2`` (:func:`check_learning_rate`).
-    """
-    check_learning_rate(H, lr)
-    info, Hr, Cr = _on_range(H, C, rtol, atol)
-    return _embed(info, sl.stationary_covariance(Hr, Cr, lr))
-
-
-def circulation(
-    H: ArrayLike, C: ArrayLike, rtol: float | None = None, atol: float | None = None
-) -> FloatArray:
-    """Antisymmetric ``Q`` of Eq. 31 on ``range(H)``
-    (:func:`weightdyn.single_layer.theory.circulation`); 0 iff detailed balance holds."""
-    info, Hr, Cr = _on_range(H, C, rtol, atol)
-    return _embed(info, sl.circulation(Hr, Cr))
-
-
-def detailed_balance_covariance(
-    H: ArrayLike, C: ArrayLike, lr: float, rtol: float | None = None, atol: float | None = None
-) -> FloatArray:
-    """Detailed-balance covariance ``M = (lr/2) H^+ C`` (Eq. 33) restricted to ``range(H)``
-    (``C`` projected onto the range first); not symmetric unless ``[H, C] = 0``."""
-    check_learning_rate(H, lr)
-    info, Hr, Cr = _on_range(H, C, rtol, atol)
-    return _embed(info, sl.detailed_balance_covariance(Hr, Cr, lr))
-
-
-def discrete_stationary_covariance(
-    H: ArrayLike, C: ArrayLike, lr: float, rtol: float | None = None, atol: float | None = None
-) -> FloatArray:
-    """Stationary covariance of discrete-time SGD on the local quadratic model (beyond paper 000).
-
-    Fixed point of ``M = (1 - lr H) M (1 - lr H) + lr^2 C`` on ``range(H)``: in the
-    eigenbasis ``Mt_ij = lr Ct_ij / (omega_i + omega_j - lr omega_i omega_j)``; Eq. 30 is the
-    ``lr -> 0`` limit. **Exact only for a quadratic loss with additive noise** (gradient
-    ``H (w - w*) + xi``, ``xi`` of covariance ``C`` independent of ``w``): it drops the
-    curvature beyond second order and the mini-batch fluctuation of the Hessian, which
-    :func:`weightdyn.single_layer.theory.discrete_stationary_covariance` keeps for linear
-    regression (docs/discrete_covariance.md). Requires ``lr * max eig(H) < 2``.
-    """
-    check_learning_rate(H, lr)
-    info, _, Cr = _on_range(H, C, rtol, atol)
-    w = info.omega
-    Mr = lr * Cr / (w[:, None] + w[None, :] - lr * np.outer(w, w))
-    return _embed(info, 0.5 * (Mr + Mr.T))
 
 
 def sample_hessians(model: Model, X: ArrayLike, Y: ArrayLike, theta: ArrayLike) -> FloatArray:
@@ -399,30 +299,19 @@ def minibatch_stationary_covariance(
     ``c`` the App. C prefactor, ``C`` the noise of Eq. 14. Exact for linear models (it then is
     the single-layer formula); for a nonlinear network it keeps the curvature fluctuation
     across samples but drops third and higher derivatives of the loss. Solved on ``range(H)``
-    by iterating ``M <- L0^-1 (lr C + lr c K(M))`` with ``L0(M) = H M + M H - lr H M H``
-    (diagonal in the eigenbasis of ``H``); ``ValueError`` if that does not converge to ``tol``
-    in ``max_iter`` steps (beyond the second-moment stability limit).
+    by :func:`weightdyn.linear_theory.minibatch_fixed_point` (iterating
+    ``M <- L0^-1 (lr C + lr c K(M))``, ``L0(M) = H M + M H - lr H M H``); ``ValueError`` if that
+    does not converge to ``tol`` in ``max_iter`` steps (beyond the second-moment stability
+    limit).
     """
     X, theta, Y = model.check_inputs(X, theta, Y)
     H = model.hessian(X, Y, theta)
     check_learning_rate(H, lr)
-    info, _, Cr = _on_range(H, noise_covariance(model, X, Y, theta, batch_size, sampling),
-                            rtol, atol)  # fmt: skip
+    C = noise_covariance(model, X, Y, theta, batch_size, sampling)
+    info, _, Cr = reduce_to_range(H, C, rtol, atol)
     hq = np.einsum("ai,pab,bj->pij", info.Q, sample_hessians(model, X, Y, theta), info.Q)
-    w, c = info.omega, sl.noise_prefactor(X.shape[0], batch_size, sampling)
-    pair = w[:, None] + w[None, :] - lr * np.outer(w, w)
-    M = lr * Cr / pair
-    for _ in range(max_iter):
-        K = (hq @ M @ hq).mean(axis=0) - np.outer(w, w) * M
-        M_new = lr * (Cr + c * K) / pair
-        change = np.linalg.norm(M_new - M) / np.linalg.norm(M_new)
-        M = 0.5 * (M_new + M_new.T)
-        if change <= tol:
-            return _embed(info, M)
-    raise ValueError(
-        f"the mini-batch second-moment recursion did not converge in {max_iter} steps "
-        f"(last relative change {change:.2e}): lr = {lr} is near or beyond its stability limit"
-    )
+    c = noise_prefactor(X.shape[0], batch_size, sampling)
+    return embed(info, minibatch_fixed_point(info.omega, Cr, hq, c, lr, tol, max_iter))
 
 
 def smoothing_shift(
@@ -499,7 +388,7 @@ def jacobian_linearisation(
     bias = model.output(X, theta) - (J @ theta).reshape(P, model.n_out)
     R = bias + (J @ theta).reshape(P, model.n_out) - Y
     G = np.einsum("pk,pka->pa", R, J.reshape(P, model.n_out, n))
-    c = sl.noise_prefactor(P, batch_size, sampling)
+    c = noise_prefactor(P, batch_size, sampling)
     g = G.mean(axis=0)
     C = c * (G.T @ G / P - np.outer(g, g))
     return Linearisation(J, bias, Y - bias, J.T @ J / P, 0.5 * (C + C.T))

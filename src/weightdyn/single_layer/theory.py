@@ -20,6 +20,10 @@ Conventions
 Rank-deficient Hessians (``N > P``) are handled by restricting all inverses to the
 range of ``H``: eigenvalues below ``rtol * max(omega)`` are treated as zero.
 
+The model-independent algebra lives in :mod:`weightdyn.linear_theory` and is re-exported
+here under its old names: :func:`noise_prefactor` (App. C), :func:`stationary_covariance`,
+:func:`circulation` and :func:`detailed_balance_covariance` (Eqs. 29-33), and ``Sampling``.
+
 Paper typos found while implementing (see ``tests/test_single_layer_theory.py``):
 
 * Eq. 15: the subtracted term must be ``(H wbar - J)(H wbar - J)^T`` (it is
@@ -32,14 +36,24 @@ Paper typos found while implementing (see ``tests/test_single_layer_theory.py``)
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from numbers import Integral
-from typing import Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.sparse.linalg import LinearOperator, eigsh
+
+from weightdyn.linear_theory import (
+    Sampling,
+    check_square,
+    circulation,
+    detailed_balance_covariance,
+    eigh_sym,
+    extreme_eigenvalue,
+    noise_prefactor,
+    pcg,
+    pinv_power,
+    range_threshold,
+    stationary_covariance,
+)
 
 __all__ = [
     "DiscreteCovariance",
@@ -69,9 +83,6 @@ __all__ = [
     "stationary_covariance",
 ]
 
-Sampling = Literal["with", "without"]
-_SAMPLING_VALUES = ("with", "without")
-
 FloatArray = NDArray[np.float64]
 
 
@@ -86,50 +97,6 @@ def _check_xy(X: ArrayLike, y: ArrayLike) -> tuple[FloatArray, FloatArray]:
     if y.shape != (X.shape[0],):
         raise ValueError(f"y must have shape (P,) = ({X.shape[0]},), got shape {y.shape}")
     return X, y
-
-
-def _check_square(A: ArrayLike, name: str) -> FloatArray:
-    A = np.asarray(A, dtype=float)
-    if A.ndim != 2 or A.shape[0] != A.shape[1]:
-        raise ValueError(f"{name} must be a square matrix, got shape {A.shape}")
-    return A
-
-
-def _default_rtol(n: int) -> float:
-    return max(n, 1) * float(np.finfo(float).eps)
-
-
-def _eigh_sym(H: FloatArray) -> tuple[FloatArray, FloatArray]:
-    """Eigen-decomposition of the symmetrised matrix, eigenvalues ascending."""
-    omega, V = np.linalg.eigh(0.5 * (H + H.T))
-    return omega, V
-
-
-def _range_threshold(omega: FloatArray, rtol: float | None) -> float:
-    if rtol is None:
-        rtol = _default_rtol(omega.size)
-    scale = float(np.max(np.abs(omega))) if omega.size else 0.0
-    return rtol * scale
-
-
-def _pair_ratio(
-    numer: FloatArray, denom: FloatArray, threshold: float
-) -> tuple[FloatArray, NDArray[np.bool_]]:
-    """numer / denom where denom > threshold, else 0 (no warnings)."""
-    keep = denom > threshold
-    out = np.zeros_like(numer)
-    np.divide(numer, denom, out=out, where=keep)
-    return out, keep
-
-
-def _pinv_power(H: FloatArray, power: float, rtol: float | None) -> FloatArray:
-    """(H^+)^power for symmetric PSD H, restricted to the range of H."""
-    omega, V = _eigh_sym(H)
-    thr = _range_threshold(omega, rtol)
-    keep = omega > thr
-    d = np.zeros_like(omega)
-    d[keep] = omega[keep] ** (-power)
-    return (V * d) @ V.T
 
 
 # --------------------------------------------------------------------- regression
@@ -198,41 +165,6 @@ def optimal_loss(X: ArrayLike, y: ArrayLike) -> float:
 # ------------------------------------------------------------------------- noise
 
 
-def noise_prefactor(P: int, batch_size: int, sampling: Sampling = "with") -> float:
-    """Mini-batch covariance prefactor of Appendix C (Eq. 83).
-
-    Returns ``1/S`` for sampling with replacement and ``(P - S) / (S (P - 1))`` for
-    sampling without replacement (``S = batch_size``). For ``S = P`` without
-    replacement (including ``P = 1``) the prefactor is 0 (full batch, no noise).
-
-    Raises
-    ------
-    ValueError
-        if ``sampling`` is not ``"with"`` or ``"without"``, if ``batch_size < 1``, if
-        ``P < 1``, or if ``sampling == "without"`` and ``batch_size > P``.
-    """
-    if sampling not in _SAMPLING_VALUES:
-        raise ValueError(
-            f"sampling must be one of {_SAMPLING_VALUES!r} ('with' or 'without' "
-            f"replacement), got {sampling!r}"
-        )
-    if not isinstance(P, Integral) or P < 1:
-        raise ValueError(f"P must be a positive integer, got {P!r}")
-    if not isinstance(batch_size, Integral) or batch_size < 1:
-        raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
-    S = int(batch_size)
-    P = int(P)
-    if sampling == "with":
-        return 1.0 / S
-    if S > P:
-        raise ValueError(
-            f"batch_size ({S}) must not exceed P ({P}) for sampling without replacement"
-        )
-    if S == P:
-        return 0.0
-    return (P - S) / (S * (P - 1))
-
-
 def sample_weights_K(X: ArrayLike, y: ArrayLike) -> FloatArray:
     """Diagonal of the sample-space matrix ``K`` of Eq. 18, as a ``(P,)`` vector.
 
@@ -298,7 +230,7 @@ def averaged_noise_covariance(
     """
     X, y = _check_xy(X, y)
     P, N = X.shape
-    M = _check_square(M, "M")
+    M = check_square(M, "M")
     if M.shape != (N, N):
         raise ValueError(f"M must have shape ({N}, {N}), got {M.shape}")
     H = hessian(X)
@@ -319,76 +251,20 @@ def spatial_weight_variance(w: ArrayLike, M: ArrayLike | None = None) -> float:
     centred = w - w.mean()
     value = centred @ centred
     if M is not None:
-        M = _check_square(M, "M")
+        M = check_square(M, "M")
         value += np.trace(M) - M.sum() / N
     return float(value / N)
 
 
 def hessian_noise_covariance(H: ArrayLike, sigma_eps2: float, batch_size: int) -> FloatArray:
     """Large-sample (``P -> infinity``) noise covariance ``C = sigma_eps^2 / S * H`` (Eq. 20)."""
-    H = _check_square(H, "H")
+    H = check_square(H, "H")
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size!r}")
     return sigma_eps2 / batch_size * H
 
 
 # ------------------------------------------------------------------- stationary state
-
-
-def stationary_covariance(
-    H: ArrayLike, C: ArrayLike, lr: float, *, rtol: float | None = None
-) -> FloatArray:
-    """Stationary weight covariance ``M = <dw dw^T>`` with broken detailed balance (Eqs. 30-31).
-
-    Evaluated in the eigenbasis ``H = V diag(omega) V^T``::
-
-        Mt_ij = lr * Ct_ij / (omega_i + omega_j),   Ct = V^T C V,   M = V Mt V^T,
-
-    which equals ``(lr/2) H^-1 (C + Q)`` of Eq. 30 and solves the Lyapunov equation
-    ``H M + M H = lr C`` (Eq. 29). For singular ``H`` (``N > P``) pairs with
-    ``omega_i + omega_j <= rtol * max|omega|`` (default ``rtol = N * machine eps``)
-    are set to 0, i.e. ``M`` is restricted to the range of ``H`` (the null-null block
-    of Eq. 29 has no stationary solution unless ``C`` vanishes there). No warnings.
-    """
-    H = _check_square(H, "H")
-    C = _check_square(C, "C")
-    omega, V = _eigh_sym(H)
-    Ct = V.T @ (0.5 * (C + C.T)) @ V
-    denom = omega[:, None] + omega[None, :]
-    Mt, _ = _pair_ratio(lr * Ct, denom, _range_threshold(omega, rtol))
-    M = V @ Mt @ V.T
-    return 0.5 * (M + M.T)
-
-
-def circulation(H: ArrayLike, C: ArrayLike, *, rtol: float | None = None) -> FloatArray:
-    """Antisymmetric circulation matrix ``Q`` of Eq. 31 (broken detailed balance).
-
-    ``Q = V Qt V^T`` with ``Qt_ij = (omega_i - omega_j) / (omega_i + omega_j) * Ct_ij``,
-    ``Ct = V^T C V``. Pairs with ``omega_i + omega_j`` below ``rtol * max|omega|`` are set
-    to 0 (see :func:`stationary_covariance`). ``Q = 0`` iff ``C`` commutes with ``H``.
-    """
-    H = _check_square(H, "H")
-    C = _check_square(C, "C")
-    omega, V = _eigh_sym(H)
-    Ct = V.T @ (0.5 * (C + C.T)) @ V
-    denom = omega[:, None] + omega[None, :]
-    numer = (omega[:, None] - omega[None, :]) * Ct
-    Qt, _ = _pair_ratio(numer, denom, _range_threshold(omega, rtol))
-    return V @ Qt @ V.T  # antisymmetric by construction (not enforced; tested)
-
-
-def detailed_balance_covariance(
-    H: ArrayLike, C: ArrayLike, lr: float, *, rtol: float | None = None
-) -> FloatArray:
-    """Weight covariance under the detailed-balance assumption ``M = (lr/2) H^+ C`` (Eq. 33).
-
-    Not symmetric in general (only if ``C`` commutes with ``H``); coincides with Eq. 30
-    when ``Q = 0``, e.g. for ``C`` proportional to ``H`` (Eq. 20 -> Eq. 34). ``H^+`` is
-    the pseudo-inverse restricted to eigenvalues above ``rtol * max|omega|``.
-    """
-    H = _check_square(H, "H")
-    C = _check_square(C, "C")
-    return 0.5 * lr * _pinv_power(H, 1.0, rtol) @ C
 
 
 def detailed_balance_eigenvalues(
@@ -400,9 +276,9 @@ def detailed_balance_eigenvalues(
     symmetric matrix ``(lr/2) H^{+1/2} C H^{+1/2}``, whose eigenvalues are real and are
     computed with ``eigvalsh``.
     """
-    H = _check_square(H, "H")
-    C = _check_square(C, "C")
-    Hm = _pinv_power(H, 0.5, rtol)
+    H = check_square(H, "H")
+    C = check_square(C, "C")
+    Hm = pinv_power(H, 0.5, rtol)
     return sorted_eigenvalues(0.5 * lr * Hm @ C @ Hm)
 
 
@@ -425,7 +301,7 @@ def sorted_eigenvalues(A: ArrayLike) -> FloatArray:
 
     Used for the spectra of ``C`` (Eq. 17), ``M`` (Eq. 30) and ``H`` (Eq. 4).
     """
-    A = _check_square(A, "A")
+    A = check_square(A, "A")
     return np.linalg.eigvalsh(0.5 * (A + A.T))[::-1].copy()
 
 
@@ -434,7 +310,7 @@ def relaxation_rates(H: ArrayLike) -> FloatArray:
 
     Mode ``z_k = V^T w`` relaxes as ``exp(-omega_k t)`` in SDE time ``t = lr * tau``.
     """
-    H = _check_square(H, "H")
+    H = check_square(H, "H")
     return np.linalg.eigvalsh(0.5 * (H + H.T))
 
 
@@ -454,7 +330,7 @@ def slowest_relaxation_steps(H: ArrayLike, lr: float, *, rtol: float | None = No
     if lr <= 0:
         raise ValueError(f"lr must be positive, got {lr!r}")
     omega = relaxation_rates(H)
-    thr = _range_threshold(omega, rtol)
+    thr = range_threshold(omega, rtol)
     pos = omega[omega > thr]
     if pos.size == 0:
         raise ValueError("H has no positive eigenvalue; nothing relaxes")
@@ -512,8 +388,8 @@ class _RangeFrame:
     ) -> None:
         P = X.shape[0]
         self.c = noise_prefactor(P, batch_size, sampling)
-        omega, V = _eigh_sym(hessian(X))
-        keep = omega > _range_threshold(omega, rtol)
+        omega, V = eigh_sym(hessian(X))
+        keep = omega > range_threshold(omega, rtol)
         self.omega = omega[keep]
         self.V = V[:, keep]
         self.Xt = X @ self.V
@@ -558,7 +434,7 @@ def minibatch_hessian_moment(
     X = np.asarray(X, dtype=float)
     if X.ndim != 2:
         raise ValueError(f"X must have shape (P, N), got shape {X.shape}")
-    M = _check_square(M, "M")
+    M = check_square(M, "M")
     if M.shape[0] != X.shape[1]:
         raise ValueError(f"M must have shape ({X.shape[1]}, {X.shape[1]}), got {M.shape}")
     P = X.shape[0]
@@ -577,37 +453,9 @@ def second_moment_step(
     Hessian ``H_B`` of Eq. 10); it equals ``M - lr (H M + M H) + lr^2 E_B[H_B M H_B]``
     (:func:`minibatch_hessian_moment`).
     """
-    M = _check_square(M, "M")
+    M = check_square(M, "M")
     H = hessian(X)
     return M - lr * (H @ M + M @ H) + lr**2 * minibatch_hessian_moment(X, M, batch_size, sampling)
-
-
-def _pcg(
-    apply: Callable[[FloatArray], FloatArray],
-    precond: Callable[[FloatArray], FloatArray],
-    b: FloatArray,
-    tol: float,
-    max_iter: int,
-) -> tuple[FloatArray, int]:
-    """Preconditioned conjugate gradients for ``apply(x) = b`` (Frobenius inner product)."""
-    x = np.zeros_like(b)
-    r = b.copy()
-    b_norm = float(np.linalg.norm(b))
-    z = precond(r)
-    p = z.copy()
-    rz = float(np.vdot(r, z))
-    for it in range(1, max_iter + 1):
-        Ap = apply(p)
-        alpha = rz / float(np.vdot(p, Ap))
-        x += alpha * p
-        r -= alpha * Ap
-        if np.linalg.norm(r) <= tol * b_norm:
-            return x, it
-        z = precond(r)
-        rz_new = float(np.vdot(r, z))
-        p = z + (rz_new / rz) * p
-        rz = rz_new
-    return x, max_iter
 
 
 def discrete_stationary_covariance(
@@ -659,7 +507,7 @@ def discrete_stationary_covariance(
     N = X.shape[1]
     if not np.any(rhs):
         return DiscreteCovariance(M=np.zeros((N, N)), iterations=0, residual=0.0)
-    Mt, iterations = _pcg(
+    Mt, iterations = pcg(
         lambda A: frame.stability_operator(A, lr),
         lambda A: A / frame.pair_sum,
         rhs,
@@ -684,21 +532,6 @@ def discrete_stationary_covariance(
     return DiscreteCovariance(M=M, iterations=iterations, residual=residual)
 
 
-def _extreme_eigenvalue(
-    apply: Callable[[FloatArray], FloatArray], r: int, which: Literal["LA", "SA"]
-) -> float:
-    """Extreme eigenvalue of a Frobenius-self-adjoint map of ``r x r`` matrices (Lanczos)."""
-    if r == 1:
-        return float(apply(np.ones((1, 1)))[0, 0])
-    op = LinearOperator(
-        (r * r, r * r),
-        matvec=lambda v: apply(np.reshape(v, (r, r))).ravel(),
-        dtype=float,
-    )
-    v0 = np.eye(r).ravel()
-    return float(eigsh(op, k=1, which=which, v0=v0, tol=1e-12, return_eigenvectors=False)[0])
-
-
 def second_moment_stability(
     X: ArrayLike,
     lr: float,
@@ -719,7 +552,7 @@ def second_moment_stability(
     """
     X = np.asarray(X, dtype=float)
     frame = _RangeFrame(X, batch_size, sampling, rtol)
-    theta = _extreme_eigenvalue(lambda A: frame.stability_operator(A, lr), frame.omega.size, "SA")
+    theta = extreme_eigenvalue(lambda A: frame.stability_operator(A, lr), frame.omega.size, "SA")
     return 1.0 - lr * theta
 
 
@@ -740,5 +573,5 @@ def max_stable_lr_second_moment(
     X = np.asarray(X, dtype=float)
     frame = _RangeFrame(X, batch_size, sampling, rtol)
     scale = 1.0 / np.sqrt(frame.pair_sum)
-    mu = _extreme_eigenvalue(lambda A: scale * frame.batch(scale * A), frame.omega.size, "LA")
+    mu = extreme_eigenvalue(lambda A: scale * frame.batch(scale * A), frame.omega.size, "LA")
     return 1.0 / mu

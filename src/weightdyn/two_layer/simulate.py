@@ -73,9 +73,9 @@ from numba import njit, prange
 from scipy.integrate import solve_ivp
 
 from weightdyn.counter_rng import normal, replica_keys, uniform
+from weightdyn.linear_theory import noise_prefactor
 from weightdyn.minibatch import draw_batch
 from weightdyn.observables import Observables, SeriesRecorder, series_fields
-from weightdyn.single_layer.theory import noise_prefactor
 from weightdyn.streams import ProgressReporter
 
 __all__ = [

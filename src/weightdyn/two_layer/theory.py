@@ -36,6 +36,10 @@ Conventions
   only in :func:`stationary_covariance` and :func:`lyapunov_covariance`, whose results
   equal the paper's ``M``.
 
+The model-independent algebra (rank cuts, :func:`zero_mode_spread`, ``RESIDUAL_CUT_FACTOR``,
+:func:`lyapunov_covariance`, the App. C prefactor) lives in :mod:`weightdyn.linear_theory`;
+``zero_mode_spread``, ``RESIDUAL_CUT_FACTOR`` and ``lyapunov_covariance`` stay importable here.
+
 Paper typos found while implementing (checked in ``tests/test_two_layer_theory.py``):
 
 * Eq. 56: ``x^mu . x^mu = N_i sigma_x^2`` (not ``sigma_x^2``), so
@@ -59,7 +63,18 @@ import numpy as np
 import scipy.linalg
 from numpy.typing import ArrayLike, NDArray
 
-from weightdyn.single_layer.theory import noise_prefactor
+from weightdyn.linear_theory import (
+    RESIDUAL_CUT_FACTOR,
+    check_positive,
+    check_square,
+    lyapunov_covariance,
+    lyapunov_on_range,
+    noise_prefactor,
+    rank_cut,
+    residual_atol,
+    svd_rtol,
+    zero_mode_spread,
+)
 
 __all__ = [
     "RESIDUAL_CUT_FACTOR",
@@ -139,24 +154,10 @@ def _check_data(
     return X, Y, W1, W2
 
 
-def _check_positive(value: float, name: str) -> float:
-    value = float(value)
-    if not np.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a positive number, got {value!r}")
-    return value
-
-
 def _check_batch_size(batch_size: int) -> int:
     if not isinstance(batch_size, Integral) or batch_size < 1:
         raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
     return int(batch_size)
-
-
-def _check_square(A: ArrayLike, name: str) -> FloatArray:
-    A = np.asarray(A, dtype=float)
-    if A.ndim != 2 or A.shape[0] != A.shape[1]:
-        raise ValueError(f"{name} must be a square matrix, got shape {A.shape}")
-    return A
 
 
 def _moments(X: FloatArray, Y: FloatArray) -> tuple[FloatArray, FloatArray]:
@@ -164,23 +165,11 @@ def _moments(X: FloatArray, Y: FloatArray) -> tuple[FloatArray, FloatArray]:
     return X.T @ X / P, Y.T @ X / P
 
 
-def _default_rtol(shape: tuple[int, ...]) -> float:
-    """Round-off floor of a rank cut: ``10 max(shape) eps`` (relative to the largest value)."""
-    return max(shape) * float(np.finfo(float).eps) * 10
-
-
-def _cutoff(s: FloatArray, shape: tuple[int, ...], rtol: float | None, atol: float) -> float:
-    """Rank cut ``max(rtol * s_max, atol)`` for the singular values ``s`` (descending)."""
-    if rtol is None:
-        rtol = _default_rtol(shape)
-    return max(rtol * (float(s[0]) if s.size else 0.0), float(atol))
-
-
 def _range_basis(A: FloatArray, rtol: float | None, atol: float = 0.0) -> FloatArray:
     """Orthonormal basis of the column space of ``A``: singular values above
-    ``max(rtol * s_max, atol)`` (:func:`_cutoff`)."""
+    ``max(rtol * s_max, atol)`` (:func:`~weightdyn.linear_theory.rank_cut`)."""
     U, s, _ = np.linalg.svd(A)
-    return U[:, s > _cutoff(s, A.shape, rtol, atol)]
+    return U[:, s > rank_cut(s, A.shape, rtol, atol)]
 
 
 # ------------------------------------------------------------------- vec convention
@@ -427,9 +416,9 @@ def wick_moment_covariances(
     corrected Eq. 50: ``cov(dSigma_xx) = sigma_x^4 (d_ik d_jl + d_il d_jk) / S`` and
     ``cov(dSigma_yx) = (<y_i^2> sigma_x^2 d_ik d_jl + Sigma_yx[i, l] Sigma_yx[k, j]) / S``.
     """
-    Sxx = _check_square(Sxx, "Sxx")
+    Sxx = check_square(Sxx, "Sxx")
     Syx = _as_matrix(Syx, "Syx")
-    Syy = _check_square(Syy, "Syy")
+    Syy = check_square(Syy, "Syy")
     S = _check_batch_size(batch_size)
     xx = np.einsum("ik,jl->ijkl", Sxx, Sxx) + np.einsum("il,jk->ijkl", Sxx, Sxx)
     yy = np.einsum("ik,jl->ijkl", Syy, Sxx) + np.einsum("il,kj->ijkl", Syx, Syx)
@@ -453,7 +442,7 @@ def reduced_loss(
         raise ValueError(f"dW1 must have the shape of W1 {W1.shape}, got {dW1.shape}")
     if dW2.shape != W2.shape:
         raise ValueError(f"dW2 must have the shape of W2 {W2.shape}, got {dW2.shape}")
-    sigma_x2 = _check_positive(sigma_x2, "sigma_x2")
+    sigma_x2 = check_positive(sigma_x2, "sigma_x2")
     return float(0.5 * sigma_x2 * np.sum((W2 @ dW1 + dW2 @ W1) ** 2))
 
 
@@ -466,7 +455,7 @@ def whiten(X: ArrayLike, sigma_x2: float) -> FloatArray:
     ``X -> X (X^T X / (P sigma_x2))^{-1/2}``; needs ``N_i <= P`` and full column rank.
     """
     X = _as_matrix(X, "X")
-    sigma_x2 = _check_positive(sigma_x2, "sigma_x2")
+    sigma_x2 = check_positive(sigma_x2, "sigma_x2")
     P, n_in = X.shape
     if n_in > P:
         raise ValueError(f"X must have N_i <= P to be whitened, got shape {X.shape}")
@@ -609,8 +598,8 @@ def drift_diffusion(
     otherwise the paper's ``P -> infinity`` form (factor 1, ``c = 1/S``) is returned.
     """
     W1, W2 = _check_weights(W1, W2)
-    sigma_x2 = _check_positive(sigma_x2, "sigma_x2")
-    sigma_y2 = _check_positive(sigma_y2, "sigma_y2")
+    sigma_x2 = check_positive(sigma_x2, "sigma_x2")
+    sigma_y2 = check_positive(sigma_y2, "sigma_y2")
     S = _check_batch_size(batch_size)
     n_in = W1.shape[1]
     n_out = W2.shape[0]
@@ -642,7 +631,7 @@ def drift_eigenvalues(W1: ArrayLike, W2: ArrayLike, sigma_x2: float = 1.0) -> Fl
     Eq. 64: ``N_h N_o`` zeros and ``rank(Gamma) = N_o N_i`` if ``W2`` has rank ``N_o``.
     The eigenvalues of ``Delta`` are these times ``sigma_y^2 / S``.
     """
-    sigma_x2 = _check_positive(sigma_x2, "sigma_x2")
+    sigma_x2 = check_positive(sigma_x2, "sigma_x2")
     f = svd_factors(W1, W2)
     n_hid = f.A.shape[0]
     n_in = f.B.shape[0]
@@ -654,36 +643,6 @@ def drift_eigenvalues(W1: ArrayLike, W2: ArrayLike, sigma_x2: float = 1.0) -> Fl
         out.append(np.full(n_in - m, d2))
         out.append(np.zeros(n_hid - m))
     return np.sort(sigma_x2 * np.concatenate(out))[::-1]
-
-
-#: Safety factor of the residual-scaled rank cuts: the cut is this factor times the spread of
-#: the zero modes (the Weyl bound ``||E||_2`` of :func:`residual_norm` in
-#: :func:`exact_stationary_covariance`, the most negative eigenvalue of a symmetric ``Gamma``
-#: in :func:`stationary_covariance` and :func:`lyapunov_covariance`). Zero modes lie in
-#: ``[-||E||, ||E||]``, so a cut at twice the bound removes them all and keeps every mode whose
-#: Gauss-Newton curvature exceeds three times the bound.
-RESIDUAL_CUT_FACTOR = 2.0
-
-
-def zero_mode_spread(Gamma: ArrayLike) -> float:
-    """Spread of the zero modes of a drift evaluated near (not at) a minimum: ``-lambda_min``.
-
-    A symmetric drift (the Hessian :func:`exact_drift`) is positive semi-definite at a minimum;
-    near one its zero modes move off zero by up to ``||E||_2`` (:func:`residual_norm`) on both
-    sides, so the most negative eigenvalue measures the spread (at gradient-flow minima the
-    largest positive spurious eigenvalue is within a few per cent of it). Returns 0 for a
-    positive semi-definite ``Gamma`` and for one that is not symmetric to round-off (a
-    non-normal stable drift can have an indefinite symmetric part, which says nothing).
-    """
-    Gamma = _check_square(Gamma, "Gamma")
-    scale = float(np.max(np.abs(Gamma))) if Gamma.size else 0.0
-    if scale == 0.0 or np.max(np.abs(Gamma - Gamma.T)) > _default_rtol(Gamma.shape) * scale:
-        return 0.0
-    return max(0.0, -float(np.linalg.eigvalsh(0.5 * (Gamma + Gamma.T))[0]))
-
-
-def _auto_atol(Gamma: FloatArray, atol: float | None) -> float:
-    return RESIDUAL_CUT_FACTOR * zero_mode_spread(Gamma) if atol is None else float(atol)
 
 
 def stationary_covariance(
@@ -708,65 +667,18 @@ def stationary_covariance(
     there the cut is the floor; about ``2 ||E||_2`` for :func:`exact_drift` at an optimiser's
     end point, whose zero modes the floor would invert).
     """
-    Gamma = _check_square(Gamma, "Gamma")
-    Delta = _check_square(Delta, "Delta")
+    Gamma = check_square(Gamma, "Gamma")
+    Delta = check_square(Delta, "Delta")
     if Delta.shape != Gamma.shape:
         raise ValueError(f"Delta must have the shape of Gamma {Gamma.shape}, got {Delta.shape}")
-    lr = _check_positive(lr, "lr")
+    lr = check_positive(lr, "lr")
     if rtol is None:
-        rtol = _default_rtol(Gamma.shape)
-    atol = _auto_atol(Gamma, atol)
+        rtol = svd_rtol(Gamma.shape)
+    atol = residual_atol(Gamma, atol)
     if atol > 0:
         s_max = float(np.linalg.norm(Gamma, 2))
         rtol = max(rtol, atol / s_max) if s_max > 0 else rtol
     return 0.5 * lr * np.linalg.pinv(Gamma, rcond=rtol) @ Delta
-
-
-def _lyapunov_on(Q: FloatArray, Gamma: FloatArray, Delta: FloatArray, lr: float,
-                 cut: float) -> FloatArray:  # fmt: skip
-    """``Q M_r Q^T`` with ``Gamma_r M_r + M_r Gamma_r^T = lr Delta_r`` (``X_r = Q^T X Q``)."""
-    Gr = Q.T @ Gamma @ Q
-    ev = np.linalg.eigvals(Gr).real
-    if np.any(ev <= 0):
-        raise ValueError(
-            "Gamma must be positive (stable) on its range: the kept block has an eigenvalue "
-            f"with real part {ev.min():.3e} (cut {cut:.3e}); near, not at, a minimum raise the "
-            "cut with atol (e.g. RESIDUAL_CUT_FACTOR * residual_norm at the point)"
-        )
-    Dr = Q.T @ Delta @ Q
-    Mr = scipy.linalg.solve_continuous_lyapunov(Gr, lr * 0.5 * (Dr + Dr.T))
-    return Q @ (0.5 * (Mr + Mr.T)) @ Q.T
-
-
-def lyapunov_covariance(
-    Gamma: ArrayLike,
-    Delta: ArrayLike,
-    lr: float,
-    rtol: float | None = None,
-    *,
-    atol: float | None = None,
-) -> FloatArray:
-    """General stationary covariance: ``Gamma M + M Gamma^T = lr Delta`` on range(Gamma).
-
-    With ``Q`` an orthonormal basis of the range of ``Gamma`` (singular values above
-    ``max(rtol * s_max, atol)``; defaults as in :func:`stationary_covariance`: the round-off
-    floor ``10 n eps`` and twice :func:`zero_mode_spread`), ``M = Q M_r Q^T`` where ``M_r``
-    solves the Lyapunov
-    equation (Eq. 65) with ``Gamma_r = Q^T Gamma Q`` and ``Delta_r = Q^T Delta Q``. Modes
-    in the null space of ``Gamma`` have no restoring drift (they keep their initial
-    values, Eq. 78); any diffusion along them is discarded. Requires ``Gamma_r`` stable
-    (eigenvalues with positive real part), which holds at a minimum and, with the default
-    cut, near one; otherwise ``ValueError``. :func:`exact_stationary_covariance` cuts at the
-    rigorous residual bound instead (:func:`residual_norm`).
-    """
-    Gamma = _check_square(Gamma, "Gamma")
-    Delta = _check_square(Delta, "Delta")
-    if Delta.shape != Gamma.shape:
-        raise ValueError(f"Delta must have the shape of Gamma {Gamma.shape}, got {Delta.shape}")
-    lr = _check_positive(lr, "lr")
-    U, s, _ = np.linalg.svd(Gamma)
-    cut = _cutoff(s, Gamma.shape, rtol, _auto_atol(Gamma, atol))
-    return _lyapunov_on(U[:, s > cut], Gamma, Delta, lr, cut)
 
 
 def _structural_rank(X: FloatArray, W1: FloatArray, W2: FloatArray, rtol: float | None) -> int:
@@ -774,7 +686,7 @@ def _structural_rank(X: FloatArray, W1: FloatArray, W2: FloatArray, rtol: float 
     so its zero modes are zero to round-off): ``N_o rank(Sigma0_xx)`` for ``W2`` of full rank."""
     G11, G12, G22 = _gauss_newton_blocks(X.T @ X / X.shape[0], W1, W2)
     gn = np.linalg.eigvalsh(np.block([[G11, G12], [G12.T, G22]]))[::-1]
-    return int(np.sum(gn > _cutoff(np.abs(gn), (gn.size,), rtol, 0.0)))
+    return int(np.sum(gn > rank_cut(np.abs(gn), (gn.size,), rtol, 0.0)))
 
 
 def exact_stationary_covariance(
@@ -807,12 +719,12 @@ def exact_stationary_covariance(
     X, Y, W1, W2 = _check_data(X, Y, W1, W2)
     G = exact_drift(X, Y, W1, W2)
     C = exact_noise_covariance(X, Y, W1, W2, batch_size, sampling)
-    lr = _check_positive(lr, "lr")
+    lr = check_positive(lr, "lr")
     U, s, _ = np.linalg.svd(G)
     auto = atol is None
     if auto:
         atol = RESIDUAL_CUT_FACTOR * residual_norm(X, Y, W1, W2)
-    cut = _cutoff(s, G.shape, rtol, atol)
+    cut = rank_cut(s, G.shape, rtol, atol)
     keep = s > cut
     if auto and int(keep.sum()) != (rank := _structural_rank(X, W1, W2, rtol)):
         raise ValueError(
@@ -821,7 +733,7 @@ def exact_stationary_covariance(
             f"||E||_2 = {atol / RESIDUAL_CUT_FACTOR:.3e}), but the Gauss-Newton rank is {rank}; "
             "the point is too far from a minimum (converge the optimiser further) or pass atol"
         )
-    return _lyapunov_on(U[:, keep], G, C, lr, cut)
+    return lyapunov_on_range(U[:, keep], G, C, lr, cut)
 
 
 def m22_closed_form(
@@ -838,8 +750,8 @@ def m22_closed_form(
     W1, W2 = _check_weights(W1, W2)
     if W2.shape[0] != 1:
         raise ValueError(f"W2 must have N_o = 1 row for Eq. 70, got shape {W2.shape}")
-    lr = _check_positive(lr, "lr")
-    sigma_y2 = _check_positive(sigma_y2, "sigma_y2")
+    lr = check_positive(lr, "lr")
+    sigma_y2 = check_positive(sigma_y2, "sigma_y2")
     S = _check_batch_size(batch_size)
     f = svd_factors(W1, W2)
     if f.d2[0] <= 0:
@@ -859,7 +771,7 @@ def weight_space_covariances(
     :func:`drift_diffusion`), same SVD basis.
     """
     T = z_embedding(W1, W2)
-    M = _check_square(M, "M")
+    M = check_square(M, "M")
     if M.shape[0] != T.shape[1]:
         raise ValueError(f"M must have shape ({T.shape[1]}, {T.shape[1]}), got {M.shape}")
     full = T @ M @ T.T
@@ -929,10 +841,10 @@ def ivfr_curvature(
     ``kappa_i = sigma_x^2 D1_ii``. Both assume ``N_o = 1`` (``d2`` the scalar ``D2``).
     """
     m22 = np.asarray(m22, dtype=float)
-    d2 = _check_positive(d2, "d2")
-    sigma_x2 = _check_positive(sigma_x2, "sigma_x2")
-    sigma_y2 = _check_positive(sigma_y2, "sigma_y2")
-    lr = _check_positive(lr, "lr")
+    d2 = check_positive(d2, "d2")
+    sigma_x2 = check_positive(sigma_x2, "sigma_x2")
+    sigma_y2 = check_positive(sigma_y2, "sigma_y2")
+    lr = check_positive(lr, "lr")
     S = _check_batch_size(batch_size)
     c = lr * sigma_y2 / (2 * S)
     if approximation == "eq73":
