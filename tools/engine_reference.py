@@ -7,8 +7,8 @@ fixed seeds, and saves every array and scalar field of each result (timings exce
 ``<out>/<case>.npz``. Compare two such directories with ``--compare BASE NEW`` (np.array_equal
 per array, NaN equal to NaN).
 
-Usage: ``python tools/engine_reference.py OUT`` or ``python tools/engine_reference.py --compare
-BASE NEW``.
+Usage: ``python tools/engine_reference.py OUT [CASE_PREFIX]`` or
+``python tools/engine_reference.py --compare BASE NEW``.
 """
 
 from __future__ import annotations
@@ -25,7 +25,12 @@ from weightdyn.models.simulate import run_sgd as run_models_sgd
 from weightdyn.observables import LinearQuadratic
 from weightdyn.single_layer.sgf import run_sgf
 from weightdyn.single_layer.simulate import run_sgd
-from weightdyn.two_layer.simulate import gaussian_init, run_sgd_two_layer, run_sgf_two_layer
+from weightdyn.two_layer.simulate import (
+    gaussian_init,
+    gradient_flow,
+    run_sgd_two_layer,
+    run_sgf_two_layer,
+)
 
 _TIMINGS = {"elapsed_s", "obs_elapsed_s", "steps_per_second"}
 
@@ -82,10 +87,32 @@ def _two_layer_cases() -> dict[str, Callable[[], object]]:
         return fn(X, Y, W1, W2, 0.05, 3, "with", W1_0, W2_0, rng=np.random.default_rng(seed),
                   **kw)  # fmt: skip
 
+    def flow(**kw: object) -> object:
+        return gradient_flow(X, Y, W1_0[0], W2_0[0], 30.0, n_out=21, **kw)
+
     return {
         "tl_sgd": lambda: run(run_sgd_two_layer, 31),
         "tl_sgf": lambda: run(run_sgf_two_layer, 32),
-    }
+        "tl_sgd_W2_moments": lambda: run_sgd_two_layer(
+            X, Y, W1, W2, 0.05, 3, "without", W1_0, W2_0, rng=np.random.default_rng(33),
+            second_moments="W2", observables=_TwoLayerHook(), **kw,
+        ),
+        "tl_sgd_diverged": lambda: run_sgd_two_layer(
+            X, Y, W1, W2, 3.0, 3, "with", W1_0, W2_0, rng=np.random.default_rng(34), **kw
+        ),
+        "tl_gf_rk4": lambda: flow(method="rk4", dt=0.1),
+        "tl_gf_adaptive": lambda: flow(method="adaptive"),
+        "tl_gf_gtol": lambda: flow(method="rk4", dt=0.1, gtol=0.05),
+    }  # fmt: skip
+
+
+class _TwoLayerHook:
+    """A small observable of the two-layer records: ``|W1|_F^2`` and ``|W2|_F^2``."""
+
+    names = ("D1", "D2")
+
+    def __call__(self, W1: np.ndarray, W2: np.ndarray) -> np.ndarray:
+        return np.stack([np.sum(W1**2, axis=(2, 3)), np.sum(W2**2, axis=(2, 3))], axis=-1)
 
 
 def _models_cases() -> dict[str, Callable[[], object]]:
@@ -120,11 +147,14 @@ def _fields(result: object) -> dict[str, np.ndarray]:
     return out
 
 
-def record(out_dir: Path) -> None:
-    """Run every case and save its fields to ``out_dir/<case>.npz``."""
+def record(out_dir: Path, prefix: str = "") -> None:
+    """Run every case (whose name starts with ``prefix``) and save its fields to
+    ``out_dir/<case>.npz``."""
     out_dir.mkdir(parents=True, exist_ok=True)
     cases = {**_single_layer_cases(), **_two_layer_cases(), **_models_cases()}
     for name, run in cases.items():
+        if not name.startswith(prefix):
+            continue
         np.savez(out_dir / f"{name}.npz", **_fields(run()))
         print(f"saved {name}")
 
@@ -155,4 +185,4 @@ def compare(base: Path, new: Path) -> bool:
 if __name__ == "__main__":
     if sys.argv[1] == "--compare":
         sys.exit(0 if compare(Path(sys.argv[2]), Path(sys.argv[3])) else 1)
-    record(Path(sys.argv[1]))
+    record(Path(sys.argv[1]), *sys.argv[2:3])
