@@ -342,9 +342,37 @@ def gradient_flow(
     X, Y = _as_data(X, Y)
     W1 = np.array(W1, dtype=float)
     W2 = np.array(W2, dtype=float)
-    P, N_i = X.shape
-    N_o = Y.shape[1]
-    N_h = W1.shape[0]
+    t_eval = _flow_times(X, Y, W1, W2, t_max, t_eval, n_out)
+    flow = _Flow.build(X, Y, W1, W2)
+    opts = _FlowOptions(method, dt, rtol, atol, gtol)
+    rows, W1, W2, n_steps, stopped = flow.integrate(W1, W2, t_eval, opts)
+    arr = np.array(rows, dtype=float)
+    if gtol is not None:
+        converged = stopped or bool(arr[-1, 5] <= gtol)
+    else:
+        converged = bool(arr[-1, 5] <= 1e-10 * (flow.w_norm + 1.0))
+    return GradientFlowResult(
+        t=t_eval[: len(rows)].copy(),
+        loss=arr[:, 0],
+        D1=arr[:, 1],
+        D2=arr[:, 2],
+        rel_dist=arr[:, 3],
+        balance_err=arr[:, 4],
+        grad_norm=arr[:, 5],
+        W1=W1,
+        W2=W2,
+        w_star=flow.w_star,
+        method=method,
+        n_steps=n_steps,
+        n_fev=flow.n_fev,
+        converged=converged,
+    )
+
+
+def _flow_times(X, Y, W1, W2, t_max, t_eval, n_out) -> np.ndarray:
+    """Checked shapes and ``t_max``; the output times (``t_eval``, or 0 and a geometric grid of
+    ``n_out - 1`` points from ``min(1, t_max/100)`` to ``t_max``)."""
+    N_i, N_o, N_h = X.shape[1], Y.shape[1], W1.shape[0]
     if W1.shape != (N_h, N_i) or W2.shape != (N_o, N_h):
         raise ValueError(f"need W1 (N_h, {N_i}) and W2 ({N_o}, N_h), got {W1.shape}, {W2.shape}")
     if not t_max > 0:
@@ -355,95 +383,118 @@ def gradient_flow(
     t_eval = np.asarray(t_eval, dtype=float)
     if t_eval[0] != 0.0 or np.any(np.diff(t_eval) <= 0):
         raise ValueError("t_eval must start at 0 and increase strictly")
-    Sxx = X.T @ X / P
-    Syx = Y.T @ X / P
-    w_star = least_squares_solution(X, Y)
-    w_norm = float(np.linalg.norm(w_star))
-    n1 = N_h * N_i
-    Q0 = balance(W1, W2)
-    n_fev = 0
+    return t_eval
 
-    def rhs(W1_, W2_):
-        nonlocal n_fev
-        n_fev += 1
-        G = Syx - (W2_ @ W1_) @ Sxx
-        return W2_.T @ G, G @ W1_.T
 
-    def summary(W1_, W2_):
-        w = W2_ @ W1_
-        G = Syx - w @ Sxx
-        E = Y - X @ w.T
-        g = np.sqrt(np.sum((W2_.T @ G) ** 2) + np.sum((G @ W1_.T) ** 2))
+#: ``(W1, W2, steps taken)`` after an integration interval
+_Stepped = tuple[np.ndarray, np.ndarray, int]
+
+
+@dataclass(frozen=True)
+class _FlowOptions:
+    """The integrator of :func:`gradient_flow`: ``method``, RK4 step ``dt``, DOP853 ``rtol`` and
+    ``atol``, and the gradient-norm stop ``gtol`` (None: none)."""
+
+    method: str
+    dt: float
+    rtol: float
+    atol: float
+    gtol: float | None
+
+
+@dataclass
+class _Flow:
+    """The full-batch gradient flow of Eq. 53 on one data set: its right-hand side (evaluations
+    counted in ``n_fev``), one output row per state, and the integration between output times."""
+
+    X: np.ndarray
+    Y: np.ndarray
+    Sxx: np.ndarray
+    Syx: np.ndarray
+    w_star: np.ndarray
+    w_norm: float
+    Q0: np.ndarray
+    n_fev: int = 0
+
+    @classmethod
+    def build(cls, X: np.ndarray, Y: np.ndarray, W1: np.ndarray, W2: np.ndarray) -> _Flow:
+        """The flow of data ``X``, ``Y`` from ``(W1, W2)`` (whose balance Eq. 42 conserves)."""
+        P = X.shape[0]
+        w_star = least_squares_solution(X, Y)
+        w_norm = float(np.linalg.norm(w_star))
+        return cls(X, Y, X.T @ X / P, Y.T @ X / P, w_star, w_norm, balance(W1, W2))
+
+    def rhs(self, W1: np.ndarray, W2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(-dL/dW1, -dL/dW2) = (W2^T G, G W1^T)``, ``G = Sigma^yx - W2 W1 Sigma^xx``."""
+        self.n_fev += 1
+        G = self.Syx - (W2 @ W1) @ self.Sxx
+        return W2.T @ G, G @ W1.T
+
+    def summary(self, W1: np.ndarray, W2: np.ndarray) -> tuple[float, ...]:
+        """Loss, ``|W1|^2``, ``|W2|^2``, relative distance to ``w*``, balance drift, |gradient|."""
+        w = W2 @ W1
+        G = self.Syx - w @ self.Sxx
+        E = self.Y - self.X @ w.T
+        g = np.sqrt(np.sum((W2.T @ G) ** 2) + np.sum((G @ W1.T) ** 2))
         return (
-            0.5 * np.sum(E * E) / P,
-            np.sum(W1_**2),
-            np.sum(W2_**2),
-            np.linalg.norm(w - w_star) / (w_norm if w_norm > 0 else 1.0),
-            np.linalg.norm(balance(W1_, W2_) - Q0),
+            0.5 * np.sum(E * E) / self.X.shape[0],
+            np.sum(W1**2),
+            np.sum(W2**2),
+            np.linalg.norm(w - self.w_star) / (self.w_norm if self.w_norm > 0 else 1.0),
+            np.linalg.norm(balance(W1, W2) - self.Q0),
             g,
         )
 
-    def fun(_t, v):
-        d1, d2 = rhs(v[:n1].reshape(N_h, N_i), v[n1:].reshape(N_o, N_h))
-        return np.concatenate([d1.ravel(), d2.ravel()])
+    def rk4(self, W1: np.ndarray, W2: np.ndarray, span: float, dt: float) -> _Stepped:
+        """Classical RK4 over ``span`` in ``ceil(span/dt)`` equal steps; ``(W1, W2, steps)``."""
+        m = max(1, int(np.ceil(span / dt - 1e-9)))
+        h = span / m
+        for _ in range(m):
+            a1, b1 = self.rhs(W1, W2)
+            a2, b2 = self.rhs(W1 + 0.5 * h * a1, W2 + 0.5 * h * b1)
+            a3, b3 = self.rhs(W1 + 0.5 * h * a2, W2 + 0.5 * h * b2)
+            a4, b4 = self.rhs(W1 + h * a3, W2 + h * b3)
+            W1 = W1 + h / 6.0 * (a1 + 2.0 * a2 + 2.0 * a3 + a4)
+            W2 = W2 + h / 6.0 * (b1 + 2.0 * b2 + 2.0 * b3 + b4)
+        return W1, W2, m
 
-    rows = [summary(W1, W2)]
-    n_steps = 0
-    stopped = False
-    k_end = 0
-    with np.errstate(all="ignore"):
-        for k in range(1, t_eval.size):
-            if gtol is not None and rows[-1][5] <= gtol:
-                stopped = True
-                break
-            span = t_eval[k] - t_eval[k - 1]
-            if method == "rk4":
-                m = max(1, int(np.ceil(span / dt - 1e-9)))
-                h = span / m
-                for _ in range(m):
-                    a1, b1 = rhs(W1, W2)
-                    a2, b2 = rhs(W1 + 0.5 * h * a1, W2 + 0.5 * h * b1)
-                    a3, b3 = rhs(W1 + 0.5 * h * a2, W2 + 0.5 * h * b2)
-                    a4, b4 = rhs(W1 + h * a3, W2 + h * b3)
-                    W1 = W1 + h / 6.0 * (a1 + 2.0 * a2 + 2.0 * a3 + a4)
-                    W2 = W2 + h / 6.0 * (b1 + 2.0 * b2 + 2.0 * b3 + b4)
+    def dop853(
+        self, W1: np.ndarray, W2: np.ndarray, t0: float, t1: float, opts: _FlowOptions
+    ) -> _Stepped:
+        """DOP853 (``solve_ivp``) from ``t0`` to ``t1``; ``(W1, W2, steps)``."""
+        n1, shape1, shape2 = W1.size, W1.shape, W2.shape
+
+        def fun(_t, v):
+            d1, d2 = self.rhs(v[:n1].reshape(shape1), v[n1:].reshape(shape2))
+            return np.concatenate([d1.ravel(), d2.ravel()])
+
+        v0 = np.concatenate([W1.ravel(), W2.ravel()])
+        sol = solve_ivp(fun, (t0, t1), v0, method="DOP853", rtol=opts.rtol, atol=opts.atol)
+        if not sol.success:
+            raise RuntimeError(f"solve_ivp failed: {sol.message}")
+        v = sol.y[:, -1]
+        return v[:n1].reshape(shape1).copy(), v[n1:].reshape(shape2).copy(), sol.t.size - 1
+
+    def integrate(
+        self, W1: np.ndarray, W2: np.ndarray, t_eval: np.ndarray, opts: _FlowOptions
+    ) -> tuple[list[tuple[float, ...]], np.ndarray, np.ndarray, int, bool]:
+        """Integrate through the output times ``t_eval`` (stopping at ``opts.gtol`` or at a
+        non-finite row); ``(rows, W1, W2, steps, stopped at gtol)``."""
+        rows = [self.summary(W1, W2)]
+        n_steps = 0
+        with np.errstate(all="ignore"):
+            for k in range(1, t_eval.size):
+                if opts.gtol is not None and rows[-1][5] <= opts.gtol:
+                    return rows, W1, W2, n_steps, True
+                if opts.method == "rk4":
+                    W1, W2, m = self.rk4(W1, W2, t_eval[k] - t_eval[k - 1], opts.dt)
+                else:
+                    W1, W2, m = self.dop853(W1, W2, t_eval[k - 1], t_eval[k], opts)
                 n_steps += m
-            else:
-                v0 = np.concatenate([W1.ravel(), W2.ravel()])
-                sol = solve_ivp(
-                    fun, (t_eval[k - 1], t_eval[k]), v0, method="DOP853", rtol=rtol, atol=atol
-                )
-                if not sol.success:
-                    raise RuntimeError(f"solve_ivp failed: {sol.message}")
-                v = sol.y[:, -1]
-                W1 = v[:n1].reshape(N_h, N_i).copy()
-                W2 = v[n1:].reshape(N_o, N_h).copy()
-                n_steps += sol.t.size - 1
-            rows.append(summary(W1, W2))
-            k_end = k
-            if not np.all(np.isfinite(rows[-1])):
-                break
-    arr = np.array(rows, dtype=float)
-    if gtol is not None:
-        converged = stopped or bool(arr[-1, 5] <= gtol)
-    else:
-        converged = bool(arr[-1, 5] <= 1e-10 * (w_norm + 1.0))
-    return GradientFlowResult(
-        t=t_eval[: k_end + 1].copy(),
-        loss=arr[:, 0],
-        D1=arr[:, 1],
-        D2=arr[:, 2],
-        rel_dist=arr[:, 3],
-        balance_err=arr[:, 4],
-        grad_norm=arr[:, 5],
-        W1=W1,
-        W2=W2,
-        w_star=w_star,
-        method=method,
-        n_steps=n_steps,
-        n_fev=n_fev,
-        converged=converged,
-    )
+                rows.append(self.summary(W1, W2))
+                if not np.all(np.isfinite(rows[-1])):
+                    break
+        return rows, W1, W2, n_steps, False
 
 
 # --------------------------------------------------------------------------------------
