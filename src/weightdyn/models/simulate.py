@@ -23,11 +23,13 @@ Moments: after every ``thin``-th step, ``d = theta - theta_ref`` enters the per-
 block) sums ``sum_d`` and ``sum_dd`` (``d d^T`` flattened, C order). A replica whose parameters
 leave ``[-bound, bound]`` (``bound = 1e6 (max|theta_ref| + 1)``) or turn non-finite at a record
 is flagged ``diverged``, stops, and its sums are NaN.
+
+Both are kernels of the SGD engine (:mod:`weightdyn.sgd`: :class:`ModelKernel`,
+:class:`NumpyKernel`), which owns the plan, the streams, the sums and the divergence policy.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
@@ -36,16 +38,18 @@ import numpy as np
 from numba import njit, prange
 from numpy.typing import ArrayLike
 
-from weightdyn.blas import one_blas_thread
-from weightdyn.counter_rng import replica_keys, uniform, uniforms
+from weightdyn.counter_rng import uniform, uniforms
 from weightdyn.minibatch import draw_batch
 from weightdyn.models.base import FloatArray, Model
 from weightdyn.models.networks import DeepLinear, OneHidden
+from weightdyn.sgd.engine import Plan, Record, Settings, State, divergence_bound
+from weightdyn.sgd.engine import run as engine_run
 from weightdyn.single_layer.simulate import _within, batch_indices_from_uniforms
-from weightdyn.streams import ProgressReporter
 
 __all__ = [
     "KERNEL_ACTIVATIONS",
+    "ModelKernel",
+    "NumpyKernel",
     "SGDRun",
     "kernel_spec",
     "reference_chain",
@@ -58,7 +62,6 @@ SAMPLING_MODES = ("with", "without")
 #: activation codes of the compiled one-hidden-layer gradient
 KERNEL_ACTIVATIONS = {"tanh": 0, "softplus": 1}
 _DEEP, _ONE_HIDDEN = 0, 1
-_DIVERGENCE_FACTOR = 1e6
 
 
 # ------------------------------------------------------------------------- model specs
@@ -244,40 +247,73 @@ def sgd_kernel(
             )  # fmt: skip
 
 
-# ------------------------------------------------------------------- numpy engine
+# ------------------------------------------------------------------- kernel adapters
 
 
-@dataclass
-class _State:
-    """What a run carries between calls: parameters, permutations, keys, flags."""
+@dataclass(frozen=True)
+class ModelKernel:
+    """:func:`sgd_kernel` behind the engine's kernel interface (:mod:`weightdyn.sgd`): Eqs.
+    10-11 for the network ``spec`` (:func:`kernel_spec`); records ``d = theta - ref`` (a
+    diverged replica stops alone)."""
 
-    Theta: FloatArray
-    perm: np.ndarray
-    keys: np.ndarray
-    diverged: np.ndarray
+    X: np.ndarray
+    Y: np.ndarray
+    spec: tuple[np.ndarray, int]
+    ref: np.ndarray
+    lr: float
+    S: int
+    with_replacement: bool
+    lower_triangle: bool = False
+
+    def advance(self, state: State, step0: int, n_steps: int, record: Record) -> None:
+        """``n_steps`` steps of every live replica from global step ``step0``, recording (burn-in
+        calls record nothing, as their ``thin`` exceeds ``n_steps``)."""
+        R, B, n = record.sum_dw.shape
+        sgd_kernel(
+            self.X, self.Y, state.W, *self.spec, self.lr, self.S, self.with_replacement,
+            state.perm, state.keys, step0, n_steps, record.thin, self.ref, record.block or 0,
+            record.sum_dw, record.sum_dwdw.reshape(R, B, n * n), record.n_records, record.bound,
+            state.diverged,
+        )  # fmt: skip
 
 
-def _numpy_steps(model: Model, X, Y, st: _State, lr, S, sampling, step0, n, thin, theta_ref,
-                 block, sums, bound) -> None:  # fmt: skip
-    """The kernel's ``n`` steps with :meth:`Model.replica_gradients` (same draws, same records)."""
-    u = uniforms(st.keys, step0, n, S)
-    idx, perm = batch_indices_from_uniforms(u, X.shape[0], sampling, st.perm)
-    if perm is not None:
-        st.perm[:] = perm
-    sum_d, sum_dd, n_records = sums
-    for t in range(n):
-        live = ~st.diverged
-        with np.errstate(all="ignore"):
-            G = model.replica_gradients(X[idx[t]], Y[idx[t]], st.Theta)
-        st.Theta[live] -= lr * G[live]
-        if (t + 1) % thin == 0:
-            with np.errstate(invalid="ignore"):
-                st.diverged |= live & ~np.all(np.abs(st.Theta) <= bound, axis=1)
-            live = ~st.diverged
-            d = st.Theta[live] - theta_ref
-            sum_d[live, block] += d
-            sum_dd[live, block] += np.einsum("ri,rj->rij", d, d).reshape(len(d), d.shape[1] ** 2)
-            n_records[live, block] += 1
+@dataclass(frozen=True)
+class NumpyKernel:
+    """Any model's steps by :meth:`Model.replica_gradients`, with the draws and records of
+    :class:`ModelKernel` (same trajectory)."""
+
+    model: Model
+    X: np.ndarray
+    Y: np.ndarray
+    ref: np.ndarray
+    lr: float
+    S: int
+    sampling: str
+    lower_triangle: bool = False
+
+    def advance(self, state: State, step0: int, n_steps: int, record: Record) -> None:
+        """``n_steps`` steps of every live replica from global step ``step0``, recording."""
+        u = uniforms(state.keys, step0, n_steps, self.S)
+        idx, perm = batch_indices_from_uniforms(u, self.X.shape[0], self.sampling, state.perm)
+        if perm is not None:
+            state.perm[:] = perm
+        for t in range(n_steps):
+            live = ~state.diverged
+            with np.errstate(all="ignore"):
+                G = self.model.replica_gradients(self.X[idx[t]], self.Y[idx[t]], state.W)
+            state.W[live] -= self.lr * G[live]
+            if (t + 1) % record.thin == 0:
+                self._record(state, record)
+
+    def _record(self, state: State, record: Record) -> None:
+        """Flag the replicas beyond the bound; a record of the others into the block's sums."""
+        with np.errstate(invalid="ignore"):
+            state.diverged |= ~state.diverged & ~np.all(np.abs(state.W) <= record.bound, axis=1)
+        live, b = ~state.diverged, record.block
+        d = state.W[live] - self.ref
+        record.sum_dw[live, b] += d
+        record.sum_dwdw[live, b] += np.einsum("ri,rj->rij", d, d)
+        record.n_records[live, b] += 1
 
 
 def reference_chain(
@@ -321,7 +357,7 @@ def _engine(model: Model, engine: Engine) -> str:
     return "kernel" if engine == "kernel" or (engine == "auto" and has_kernel) else "numpy"
 
 
-def _check_run(model, X, Y, theta0, theta_ref, n_steps, thin, n_blocks, S, sampling):
+def _check_run(model, X, Y, theta0, theta_ref, S, sampling):
     X, _, Y = model.check_inputs(X, np.zeros(model.n_params), Y)
     Theta = np.array(theta0, dtype=float, order="C", ndmin=2)
     theta_ref = np.ascontiguousarray(theta_ref, dtype=float)
@@ -334,9 +370,6 @@ def _check_run(model, X, Y, theta0, theta_ref, n_steps, thin, n_blocks, S, sampl
         raise ValueError(f"sampling must be one of {SAMPLING_MODES}, got {sampling!r}")
     if not 1 <= S <= X.shape[0]:
         raise ValueError(f"batch_size must satisfy 1 <= S <= P = {X.shape[0]}, got {S}")
-    if thin < 1 or n_blocks < 1 or n_steps % (thin * n_blocks):
-        raise ValueError(f"n_steps = {n_steps} must be a multiple of thin * n_blocks = "
-                         f"{thin} * {n_blocks} (both >= 1)")  # fmt: skip
     return np.ascontiguousarray(X), np.ascontiguousarray(Y), Theta, theta_ref
 
 
@@ -359,42 +392,24 @@ def run_sgd(
     chunk_steps: int = 1 << 14,
 ) -> SGDRun:
     """``n_steps`` SGD steps (Eqs. 10-11) of the replicas ``theta0`` (R, n) in ``n_blocks``
-    equal time blocks, recording every ``thin`` steps (module docstring). ``chunk_steps``
-    only sets how often ``progress`` hears (rounded to whole records); no result depends on it.
+    equal time blocks, recording every ``thin`` steps (module docstring), by the engine
+    (:func:`weightdyn.sgd.run`) with :class:`ModelKernel` or :class:`NumpyKernel`.
+    ``chunk_steps`` only sets how often ``progress`` hears (rounded to whole record groups); no
+    result depends on it.
     """
-    S, thin, n_blocks, n_steps = int(batch_size), int(thin), int(n_blocks), int(n_steps)
-    X, Y, Theta, theta_ref = _check_run(model, X, Y, theta0, theta_ref, n_steps, thin,
-                                        n_blocks, S, sampling)  # fmt: skip
-    R, n, P = Theta.shape[0], model.n_params, X.shape[0]
-    st = _State(Theta, np.tile(np.arange(P, dtype=np.int64), (R, 1)), replica_keys(rng, R),
-                np.zeros(R, bool))  # fmt: skip
-    sums = (np.zeros((R, n_blocks, n)), np.zeros((R, n_blocks, n * n)),
-            np.zeros((R, n_blocks), np.int64))  # fmt: skip
-    bound = float(_DIVERGENCE_FACTOR * (np.max(np.abs(theta_ref), initial=0.0) + 1.0))
+    S = int(batch_size)
+    X, Y, Theta, theta_ref = _check_run(model, X, Y, theta0, theta_ref, S, sampling)
+    plan = Plan.build(0, n_steps, thin, n_blocks, chunk_steps)
     used = _engine(model, engine)
-    spec = kernel_spec(model)
-    block_steps, chunk = n_steps // n_blocks, max(1, int(chunk_steps) // thin) * thin
-    prog = ProgressReporter(progress, n_steps, R, f"SGD ({used})")
-    start, done = time.perf_counter(), 0
-    with one_blas_thread():
-        for b in range(n_blocks):
-            for pos in range(0, block_steps, chunk):
-                m = min(chunk, block_steps - pos)
-                if used == "kernel":
-                    sgd_kernel(
-                        X, Y, st.Theta, spec[0], spec[1], float(lr), S, sampling == "with",
-                        st.perm, st.keys, done, m, thin, theta_ref, b, *sums, bound,
-                        st.diverged,
-                    )  # fmt: skip
-                else:
-                    _numpy_steps(model, X, Y, st, float(lr), S, sampling, done, m, thin,
-                                 theta_ref, b, sums, bound)  # fmt: skip
-                done += m
-                prog.update(done)
-                if st.diverged.all():
-                    break
-    elapsed = time.perf_counter() - start
-    prog.update(done, force=True)
-    sums[0][st.diverged], sums[1][st.diverged] = np.nan, np.nan
-    return SGDRun(sums[0], sums[1], sums[2], st.Theta, st.diverged, used,
-                  R * done / max(elapsed, 1e-12))  # fmt: skip
+    if used == "kernel":
+        kernel = ModelKernel(X, Y, kernel_spec(model), theta_ref, float(lr), S, sampling == "with")
+    else:
+        kernel = NumpyKernel(model, X, Y, theta_ref, float(lr), S, sampling)
+    bound = divergence_bound(theta_ref)
+    settings = Settings(plan, bound, f"SGD ({used})", progress, per_replica=True)
+    state = State.start(Theta, rng, X.shape[0])
+    m = engine_run(kernel, state, settings)
+    R, B, n = m.sum_dw.shape
+    speed = R * m.steps_done / max(m.elapsed_s, 1e-12)
+    return SGDRun(m.sum_dw, m.sum_dwdw.reshape(R, B, n * n), m.n_records, state.W, state.diverged,
+                  used, speed)  # fmt: skip

@@ -42,7 +42,6 @@ accumulated moments have the layout of :class:`weightdyn.single_layer.simulate.S
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -50,21 +49,24 @@ import numpy as np
 from numba import njit, prange
 from numpy.typing import ArrayLike, NDArray
 
-from weightdyn.blas import fill_upper, one_blas_thread
-from weightdyn.counter_rng import normal, replica_keys
-from weightdyn.observables import Observables, SeriesRecorder, in_basis, series_fields
-from weightdyn.single_layer import theory
-from weightdyn.single_layer.simulate import (
+from weightdyn.counter_rng import normal
+from weightdyn.observables import Observables, in_basis
+from weightdyn.sgd import engine
+from weightdyn.sgd.engine import (
     RECORD_GROUP,
-    SAMPLING_MODES,
+    Plan,
+    Record,
+    Settings,
     SGDResult,
-    _close_replica,
-    _record_state,
+    State,
+    divergence_bound,
 )
-from weightdyn.streams import ProgressReporter
+from weightdyn.single_layer import theory
+from weightdyn.single_layer.simulate import SAMPLING_MODES, _close_replica, _record_state
 
 __all__ = [
     "NOISE_MODES",
+    "SGFKernel",
     "SGFResult",
     "covariance_sqrt",
     "euler_stationary_covariance",
@@ -78,9 +80,6 @@ __all__ = [
 NOISE_MODES = ("additive", "multiplicative")
 
 FloatArray = NDArray[np.float64]
-
-#: divergence threshold, as in simulate.py
-_DIVERGENCE_FACTOR = 1e6
 
 
 def _check_choice(name: str, value: object, allowed: tuple[str, ...]) -> str:
@@ -293,19 +292,51 @@ class _Additive:
         return cls(omega, V, covariance_sqrt(V.T @ C @ V), theory.min_norm_solution(X, y))
 
 
+@dataclass(frozen=True)
+class SGFKernel:
+    """:func:`sgf_kernel` behind the engine's kernel interface (:mod:`weightdyn.sgd`): Euler
+    steps of Eq. 13 with the arguments of :func:`sgf_kernel`; records ``dw = state - ref``."""
+
+    X: np.ndarray
+    y: np.ndarray
+    multiplicative: bool
+    decay: np.ndarray
+    noise_T: np.ndarray
+    drift: float
+    amp: float
+    ref: np.ndarray
+    lower_triangle: bool = True
+
+    def advance(self, state: State, step0: int, n_steps: int, record: Record) -> None:
+        """``n_steps`` Euler steps of every replica from global step ``step0``, recording."""
+        b, N = record.block, state.W.shape[1]
+        if b is None:
+            sums = np.empty((0, N)), np.empty((0, N, N))
+        else:
+            sums = record.sum_dw[:, b], record.sum_dwdw[:, b]
+        state.diverged |= sgf_kernel(
+            self.X, self.y, state.W, self.multiplicative, self.decay, self.noise_T, self.drift,
+            self.amp, state.keys, step0, n_steps, record.thin, self.ref, *sums, record.rec,
+            record.bound,
+        )  # fmt: skip
+        if b is not None:
+            record.n_records[:, b] += n_steps // record.thin
+
+
 def _kernel_model(X, y, lr, S, sampling, dt, noise, W0, w_ref):
-    """The kernel's arguments ``(state, multiplicative, decay, noise_T, drift, amp, ref)`` and
-    the eigenbasis ``V`` (None for multiplicative noise)."""
+    """The kernel (:class:`SGFKernel`), its initial state (the weights, or their eigenbasis
+    deviation ``z = V^T (W0 - w*)`` for additive noise) and the eigenbasis ``V`` (None for
+    multiplicative noise)."""
     N = X.shape[1]
     if noise == "multiplicative":
         P = X.shape[0]
         amp = float(np.sqrt(lr * dt * theory.noise_prefactor(P, S, sampling) / P))
-        return (W0, True, np.empty(0), np.empty((0, N)), dt / P, amp, w_ref), None
+        return SGFKernel(X, y, True, np.empty(0), np.empty((0, N)), dt / P, amp, w_ref), W0, None
     m = _Additive.build(X, y, S, sampling)
     state = np.ascontiguousarray((W0 - m.w_star) @ m.V)
     noise_T = np.ascontiguousarray(np.sqrt(lr * dt) * m.B.T)
     ref = -((m.w_star - w_ref) @ m.V)  # dw in the eigenbasis = z - ref
-    return (state, False, 1.0 - dt * m.omega, noise_T, 0.0, 0.0, ref), m.V
+    return SGFKernel(X, y, False, 1.0 - dt * m.omega, noise_T, 0.0, 0.0, ref), state, m.V
 
 
 def sgf_reference_chain(
@@ -364,8 +395,8 @@ class SGFResult(SGDResult):
     dt: float = 0.0
 
 
-def _validate(X, y, w_ref, w_init, lr, dt, batch_size, sampling, steps):
-    """Checked float64 arrays ``(X, y, w_ref, W0)``, ``dt``, ``S`` and the step counts."""
+def _validate(X, y, w_ref, w_init, lr, dt, batch_size, sampling):
+    """Checked float64 arrays ``(X, y, w_ref, W0)``, ``dt`` and ``S``."""
     X = np.ascontiguousarray(X, dtype=np.float64)
     y = np.ascontiguousarray(y, dtype=np.float64)
     w_ref = np.ascontiguousarray(w_ref, dtype=np.float64)
@@ -388,14 +419,7 @@ def _validate(X, y, w_ref, w_init, lr, dt, batch_size, sampling, steps):
             f"batch_size must satisfy 1 <= batch_size (<= P = {P} without replacement), "
             f"got batch_size={batch_size!r}"
         )
-    burnin_steps, sample_steps, thin, n_blocks = (int(v) for v in steps)
-    if thin < 1 or n_blocks < 1 or burnin_steps < 0 or sample_steps < 1:
-        raise ValueError("need thin >= 1, n_blocks >= 1, burnin_steps >= 0, sample_steps >= 1")
-    if sample_steps % (n_blocks * thin) != 0:
-        raise ValueError(
-            f"sample_steps={sample_steps} must be a multiple of n_blocks*thin={n_blocks * thin}"
-        )
-    return X, y, w_ref, W0, dt, S, (burnin_steps, sample_steps, thin, n_blocks)
+    return X, y, w_ref, W0, dt, S
 
 
 def run_sgf(
@@ -425,7 +449,8 @@ def run_sgf(
     Euler step; SDE time ``t = lr * tau``). ``burnin_steps`` steps run first; then
     ``sample_steps`` steps (a multiple of ``n_blocks * thin``) are split into ``n_blocks`` time
     blocks, and every ``thin``-th step ``dw = w - w_ref`` enters ``sum_dw`` and ``sum_dwdw`` of
-    its (replica, block) group, inside the kernel (:func:`sgf_kernel`).
+    its (replica, block) group, inside the kernel (:func:`sgf_kernel`); the plan, streams, sums,
+    divergence and hook are the engine's (:func:`weightdyn.sgd.run`, kernel :class:`SGFKernel`).
 
     ``noise="additive"`` uses ``C(w*)`` (Eq. 17), ``noise="multiplicative"`` uses ``C(w)``
     (Eq. 14/15) at each replica's current weights; see the module docstring. ``sampling``
@@ -450,94 +475,21 @@ def run_sgf(
     """
     noise = _check_choice("noise", noise, NOISE_MODES)
     sampling = _check_choice("sampling", sampling, SAMPLING_MODES)
-    X, y, w_ref, W0, dt, S, steps = _validate(
-        X, y, w_ref, w_init, lr, dt, batch_size, sampling,
-        (burnin_steps, sample_steps, thin, n_blocks),
-    )  # fmt: skip
-    burnin_steps, sample_steps, thin, n_blocks = steps
-    R, N = W0.shape
-    model, V = _kernel_model(X, y, lr, S, sampling, dt, noise, W0, w_ref)
+    X, y, w_ref, W0, dt, S = _validate(X, y, w_ref, w_init, lr, dt, batch_size, sampling)
+    plan = Plan.build(burnin_steps, sample_steps, thin, n_blocks, chunk_steps)
+    kernel, state, V = _kernel_model(X, y, lr, S, sampling, dt, noise, W0, w_ref)
     hook = observables
     if hook is not None and V is not None:
         hook = in_basis(hook, V)  # additive noise records eigenbasis coordinates
-    t_start = time.perf_counter()
-    sums, recorder, diverged = _integrate(
-        X, y, model, replica_keys(rng, R), W0, w_ref, steps, chunk_steps, progress, hook,
-        f"SGF ({noise})",
-    )  # fmt: skip
-    state, ref = model[0], model[-1]
-    sum_dw, sum_dwdw = (
-        sums[0].reshape(R * n_blocks, N),
-        fill_upper(sums[1].reshape(R * n_blocks, N, N)),
-    )
-    if diverged:
-        sum_dw[:] = np.nan
-        sum_dwdw[:] = np.nan
-    elif V is not None:  # rotate the eigenbasis moments back to weight space
-        sum_dw = sum_dw @ V.T
-        sum_dwdw = np.matmul(np.matmul(V, sum_dwdw), V.T)
-    final_W = state if V is None else (state - ref) @ V.T + w_ref
-    return SGFResult(
-        sum_dw=sum_dw,
-        sum_dwdw=sum_dwdw,
-        n_records=sums[2].reshape(-1),
-        group_replica=np.repeat(np.arange(R), n_blocks),
-        group_block=np.tile(np.arange(n_blocks), R),
-        diverged=diverged,
-        burnin_steps=burnin_steps,
-        sample_steps=sample_steps,
-        thin=thin,
-        replicas=R,
-        final_W=final_W,
-        elapsed_s=time.perf_counter() - t_start,
-        noise=noise,
-        dt=dt,
-        **series_fields(recorder, thin),
-    )
-
-
-def _integrate(X, y, model, keys, W0, w_ref, steps, chunk_steps, progress, hook, label):
-    """Burn-in and sampling in chunks of whole record groups, as ``run_sgd`` does; returns
-    ``((sum_dw, sum_dwdw, n_records) per (R, n_blocks), recorder, diverged)``."""
-    burnin_steps, sample_steps, thin, n_blocks = steps
-    state, *params, ref = model
-    R, N = state.shape
-    block_steps = sample_steps // n_blocks
-    unit = thin * RECORD_GROUP  # chunks hold whole record groups (aligned to each block start)
-    chunk = max(1, int(chunk_steps) // unit) * unit
-    sum_dw, sum_dwdw = np.zeros((R, n_blocks, N)), np.zeros((R, n_blocks, N, N))
-    n_records = np.zeros((R, n_blocks), dtype=np.int64)
-    with np.errstate(all="ignore"):
-        bound = float(_DIVERGENCE_FACTOR * (np.max(np.abs(w_ref), initial=0.0) + 1.0))
-        diverged = not bool(np.all(np.abs(W0) <= bound))
-    recorder = None if hook is None else SeriesRecorder(hook, sample_steps // thin, R)
-    prog = ProgressReporter(progress, burnin_steps + sample_steps, R, label)
-    no_sums = np.empty((0, N)), np.empty((0, N, N))
-    done = 0
-
-    def advance(n, thin_, sums, n_rec):
-        nonlocal done
-        rec = np.empty((n_rec, R, N))
-        flags = sgf_kernel(X, y, state, *params, keys, done, n, thin_, ref, *sums, rec, bound)
-        done += n
-        prog.update(done)
-        return bool(flags.any()), rec
-
-    with one_blas_thread():  # the kernel's threads call BLAS themselves
-        while not diverged and done < burnin_steps:
-            diverged = advance(min(chunk, burnin_steps - done), chunk + 1, no_sums, 0)[0]
-        for b in range(n_blocks):
-            pos = 0
-            while not diverged and pos < block_steps:
-                n = min(chunk, block_steps - pos)
-                n_rec = n // thin if recorder is not None else 0
-                diverged, rec = advance(n, thin, (sum_dw[:, b], sum_dwdw[:, b]), n_rec)
-                if recorder is not None and not diverged:
-                    recorder.add(rec - ref)
-                n_records[:, b] += n // thin
-                pos += n
-    prog.update(done, force=True)
-    return (sum_dw, sum_dwdw, n_records), recorder, diverged
+    settings = Settings(plan, divergence_bound(w_ref), f"SGF ({noise})", progress, hook)
+    run = State.start(state, rng)
+    moments = engine.run(kernel, run, settings)
+    final_W = run.W if V is None else (run.W - kernel.ref) @ V.T + w_ref
+    result = SGFResult.grouped(moments, plan, final_W, noise=noise, dt=dt)
+    if V is not None and not result.diverged:  # eigenbasis moments back to weight space
+        result.sum_dw = result.sum_dw @ V.T
+        result.sum_dwdw = np.matmul(np.matmul(V, result.sum_dwdw), V.T)
+    return result
 
 
 # ------------------------------------------------------------------- discretisation, errors

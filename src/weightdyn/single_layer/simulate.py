@@ -37,21 +37,31 @@ thread count: results are bit-identical for any of them.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 from numba import njit, prange
 
-from weightdyn.blas import add_gram_lower, fill_upper, one_blas_thread
-from weightdyn.counter_rng import replica_keys, uniform
+from weightdyn.blas import add_gram_lower
+from weightdyn.counter_rng import uniform
 from weightdyn.minibatch import draw_batch
-from weightdyn.observables import Observables, SeriesRecorder, series_fields
-from weightdyn.streams import ProgressReporter
+from weightdyn.observables import Observables
+from weightdyn.sgd import engine
+from weightdyn.sgd.engine import (
+    RECORD_GROUP,
+    Plan,
+    Record,
+    Settings,
+    SGDResult,
+    State,
+    divergence_bound,
+)
 
 __all__ = [
+    "RECORD_GROUP",
     "SAMPLING_MODES",
+    "SGDKernel",
     "SGDResult",
     "batch_indices_from_uniforms",
     "run_sgd",
@@ -60,12 +70,6 @@ __all__ = [
 ]
 
 SAMPLING_MODES = ("with", "without")
-
-#: divergence threshold: |w_i| > _DIVERGENCE_FACTOR * (max_i |w_ref_i| + 1)
-_DIVERGENCE_FACTOR = 1e6
-#: records per rank-k update of the second moments (a rank-32 DSYRK runs near BLAS-3 speed;
-#: a rank-1 update per record is bound by the N x N matrix's memory traffic, 2.6x slower)
-RECORD_GROUP = 32
 
 
 def _check_sampling(sampling: str) -> bool:
@@ -300,38 +304,37 @@ def batch_indices_from_uniforms(
 
 
 # --------------------------------------------------------------------------------------
-# driver
+# kernel adapter and driver
 # --------------------------------------------------------------------------------------
 
 
-@dataclass
-class SGDResult:
-    """Accumulated moments of ``dw = w - w_ref`` per (replica, time block) group.
+@dataclass(frozen=True)
+class SGDKernel:
+    """:func:`sgd_kernel` behind the engine's kernel interface (:mod:`weightdyn.sgd`): Eqs.
+    10-11 on ``X`` (P, N), ``y`` (P,) with learning rate ``lr``, batch size ``S`` and the App. C
+    sampling; records are ``dw = w - ref`` (the run stops at the first divergence)."""
 
-    Group ``g = replica * n_blocks + block``. ``sum_dw`` (G, N) and ``sum_dwdw`` (G, N, N)
-    are sums over the ``n_records[g]`` recorded snapshots; they are NaN if ``diverged``.
+    X: np.ndarray
+    y: np.ndarray
+    ref: np.ndarray
+    lr: float
+    S: int
+    with_replacement: bool
+    lower_triangle: bool = True
 
-    With an observable hook (``observables`` of :func:`run_sgd`): ``obs_series`` (T, R, m), the
-    hook's ``obs_names`` over the sampling window, one point every ``obs_spacing`` steps
-    (:class:`weightdyn.observables.SeriesRecorder`), and ``obs_elapsed_s``, the time spent in it.
-    """
-
-    sum_dw: np.ndarray
-    sum_dwdw: np.ndarray
-    n_records: np.ndarray
-    group_replica: np.ndarray
-    group_block: np.ndarray
-    diverged: bool
-    burnin_steps: int
-    sample_steps: int
-    thin: int
-    replicas: int
-    final_W: np.ndarray
-    elapsed_s: float
-    obs_series: np.ndarray | None = None
-    obs_names: tuple[str, ...] = ()
-    obs_spacing: int = 0
-    obs_elapsed_s: float = 0.0
+    def advance(self, state: State, step0: int, n_steps: int, record: Record) -> None:
+        """``n_steps`` steps of every replica from global step ``step0``, recording."""
+        b, N = record.block, self.X.shape[1]
+        if b is None:
+            sums = np.empty((0, N)), np.empty((0, N, N))
+        else:
+            sums = record.sum_dw[:, b], record.sum_dwdw[:, b]
+        state.diverged |= sgd_kernel(
+            self.X, self.y, state.W, self.lr, self.S, self.with_replacement, state.perm,
+            state.keys, step0, n_steps, record.thin, self.ref, *sums, record.rec, record.bound,
+        )  # fmt: skip
+        if b is not None:
+            record.n_records[:, b] += n_steps // record.thin
 
 
 def run_sgd(
@@ -357,7 +360,8 @@ def run_sgd(
     are split into ``n_blocks`` equal time blocks; every ``thin``-th step the weights are
     recorded and ``dw = w - w_ref`` enters the per-(replica, block) sums ``sum_dw`` and
     ``sum_dwdw`` (inside the kernel, :func:`sgd_kernel`). ``sample_steps`` must
-    be a multiple of ``n_blocks * thin``.
+    be a multiple of ``n_blocks * thin``. The plan, streams, sums, divergence and hook are the
+    engine's (:func:`weightdyn.sgd.run`); the kernel is :class:`SGDKernel`.
 
     ``chunk_steps`` sets how often progress is reported (and, with an observable hook, the
     records held at a time); it is rounded to a multiple of ``32 thin`` (whole record groups,
@@ -384,85 +388,13 @@ def run_sgd(
         raise ValueError(f"w_init must have shape (R, {N}), got {W.shape}")
     if y.shape != (P,) or w_ref.shape != (N,):
         raise ValueError(f"y must have shape ({P},) and w_ref ({N},)")
-    R = W.shape[0]
     S = int(batch_size)
     if S < 1 or (not with_replacement and S > P):
         raise ValueError(
             f"batch_size={batch_size} must be >= 1 and <= P={P} for sampling without replacement"
         )
-    thin, n_blocks = int(thin), int(n_blocks)
-    burnin_steps, sample_steps = int(burnin_steps), int(sample_steps)
-    if thin < 1 or n_blocks < 1 or burnin_steps < 0 or sample_steps < 1:
-        raise ValueError("need thin >= 1, n_blocks >= 1, burnin_steps >= 0, sample_steps >= 1")
-    if sample_steps % (n_blocks * thin) != 0:
-        raise ValueError(
-            f"sample_steps={sample_steps} must be a multiple of n_blocks*thin={n_blocks * thin}"
-        )
-    block_steps = sample_steps // n_blocks
-    unit = thin * RECORD_GROUP  # chunks hold whole record groups (aligned to each block start)
-    chunk = max(1, int(chunk_steps) // unit) * unit
-    sum_dw = np.zeros((R, n_blocks, N))
-    sum_dwdw = np.zeros((R, n_blocks, N, N))
-    n_records = np.zeros((R, n_blocks), dtype=np.int64)
-    perm = np.tile(np.arange(P, dtype=np.int64), (R, 1))
-    keys = replica_keys(rng, R)
-    with np.errstate(all="ignore"):
-        bound = float(_DIVERGENCE_FACTOR * (np.max(np.abs(w_ref), initial=0.0) + 1.0))
-        diverged = not bool(np.all(np.abs(W) <= bound))
-    prog = ProgressReporter(progress, burnin_steps + sample_steps, R, "SGD")
-    t_start = time.perf_counter()
-    done = 0
-    no_sums = np.empty((0, N)), np.empty((0, N, N))
-    recorder = None
-    if observables is not None:
-        recorder = SeriesRecorder(observables, sample_steps // thin, R)
-
-    def advance(n, thin_, sums, n_rec):
-        nonlocal done
-        rec = np.empty((n_rec, R, N))
-        flags = sgd_kernel(
-            X, y, W, lr, S, with_replacement, perm, keys, done, n, thin_, w_ref, *sums, rec,
-            bound,
-        )  # fmt: skip
-        done += n
-        prog.update(done)
-        return bool(flags.any()), rec
-
-    with one_blas_thread():  # the kernel's threads call BLAS themselves
-        # ---- burn-in ----
-        while not diverged and done < burnin_steps:
-            diverged = advance(min(chunk, burnin_steps - done), chunk + 1, no_sums, 0)[0]
-
-        # ---- sampling in n_blocks time blocks; moments fused into the kernel ----
-        for b in range(n_blocks):
-            pos = 0
-            while not diverged and pos < block_steps:
-                n = min(chunk, block_steps - pos)
-                sums = (sum_dw[:, b], sum_dwdw[:, b])
-                diverged, rec = advance(n, thin, sums, n // thin if recorder else 0)
-                if recorder is not None and not diverged:
-                    recorder.add(rec - w_ref)
-                n_records[:, b] += n // thin
-                pos += n
-
-    sum_dw = sum_dw.reshape(R * n_blocks, N)
-    sum_dwdw = fill_upper(sum_dwdw.reshape(R * n_blocks, N, N))
-    if diverged:
-        sum_dw[:] = np.nan
-        sum_dwdw[:] = np.nan
-    prog.update(done, force=True)
-    return SGDResult(
-        sum_dw=sum_dw,
-        sum_dwdw=sum_dwdw,
-        n_records=n_records.reshape(-1),
-        group_replica=np.repeat(np.arange(R), n_blocks),
-        group_block=np.tile(np.arange(n_blocks), R),
-        diverged=diverged,
-        burnin_steps=burnin_steps,
-        sample_steps=sample_steps,
-        thin=thin,
-        replicas=R,
-        final_W=W,
-        elapsed_s=time.perf_counter() - t_start,
-        **series_fields(recorder, thin),
-    )
+    plan = Plan.build(burnin_steps, sample_steps, thin, n_blocks, chunk_steps)
+    settings = Settings(plan, divergence_bound(w_ref), "SGD", progress, observables)
+    state = State.start(W, rng, P)
+    moments = engine.run(SGDKernel(X, y, w_ref, lr, S, with_replacement), state, settings)
+    return SGDResult.grouped(moments, plan, state.W)

@@ -66,7 +66,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numba import njit, prange
@@ -76,6 +76,7 @@ from weightdyn.counter_rng import normal, replica_keys, uniform
 from weightdyn.linear_theory import noise_prefactor
 from weightdyn.minibatch import draw_batch
 from weightdyn.observables import Observables, SeriesRecorder, series_fields
+from weightdyn.sgd.engine import RECORD_GROUP, Plan
 from weightdyn.streams import ProgressReporter
 
 __all__ = [
@@ -108,8 +109,6 @@ INTEGRATORS = ("rk4", "adaptive")
 #: which second moments :func:`run_sgd_two_layer` accumulates
 SECOND_MOMENTS = ("all", "W2", "none")
 
-#: number of recorded snapshots per batched-matmul accumulation group
-_RECORD_GROUP = 32
 #: divergence threshold on |W1|_F, |W2|_F in units of (reference scale + 1)
 _DIVERGENCE_FACTOR = 1e6
 #: upper bound on the weight records held for one chunk (bytes)
@@ -342,9 +341,37 @@ def gradient_flow(
     X, Y = _as_data(X, Y)
     W1 = np.array(W1, dtype=float)
     W2 = np.array(W2, dtype=float)
-    P, N_i = X.shape
-    N_o = Y.shape[1]
-    N_h = W1.shape[0]
+    t_eval = _flow_times(X, Y, W1, W2, t_max, t_eval, n_out)
+    flow = _Flow.build(X, Y, W1, W2)
+    opts = _FlowOptions(method, dt, rtol, atol, gtol)
+    rows, W1, W2, n_steps, stopped = flow.integrate(W1, W2, t_eval, opts)
+    arr = np.array(rows, dtype=float)
+    if gtol is not None:
+        converged = stopped or bool(arr[-1, 5] <= gtol)
+    else:
+        converged = bool(arr[-1, 5] <= 1e-10 * (flow.w_norm + 1.0))
+    return GradientFlowResult(
+        t=t_eval[: len(rows)].copy(),
+        loss=arr[:, 0],
+        D1=arr[:, 1],
+        D2=arr[:, 2],
+        rel_dist=arr[:, 3],
+        balance_err=arr[:, 4],
+        grad_norm=arr[:, 5],
+        W1=W1,
+        W2=W2,
+        w_star=flow.w_star,
+        method=method,
+        n_steps=n_steps,
+        n_fev=flow.n_fev,
+        converged=converged,
+    )
+
+
+def _flow_times(X, Y, W1, W2, t_max, t_eval, n_out) -> np.ndarray:
+    """Checked shapes and ``t_max``; the output times (``t_eval``, or 0 and a geometric grid of
+    ``n_out - 1`` points from ``min(1, t_max/100)`` to ``t_max``)."""
+    N_i, N_o, N_h = X.shape[1], Y.shape[1], W1.shape[0]
     if W1.shape != (N_h, N_i) or W2.shape != (N_o, N_h):
         raise ValueError(f"need W1 (N_h, {N_i}) and W2 ({N_o}, N_h), got {W1.shape}, {W2.shape}")
     if not t_max > 0:
@@ -355,95 +382,118 @@ def gradient_flow(
     t_eval = np.asarray(t_eval, dtype=float)
     if t_eval[0] != 0.0 or np.any(np.diff(t_eval) <= 0):
         raise ValueError("t_eval must start at 0 and increase strictly")
-    Sxx = X.T @ X / P
-    Syx = Y.T @ X / P
-    w_star = least_squares_solution(X, Y)
-    w_norm = float(np.linalg.norm(w_star))
-    n1 = N_h * N_i
-    Q0 = balance(W1, W2)
-    n_fev = 0
+    return t_eval
 
-    def rhs(W1_, W2_):
-        nonlocal n_fev
-        n_fev += 1
-        G = Syx - (W2_ @ W1_) @ Sxx
-        return W2_.T @ G, G @ W1_.T
 
-    def summary(W1_, W2_):
-        w = W2_ @ W1_
-        G = Syx - w @ Sxx
-        E = Y - X @ w.T
-        g = np.sqrt(np.sum((W2_.T @ G) ** 2) + np.sum((G @ W1_.T) ** 2))
+#: ``(W1, W2, steps taken)`` after an integration interval
+_Stepped = tuple[np.ndarray, np.ndarray, int]
+
+
+@dataclass(frozen=True)
+class _FlowOptions:
+    """The integrator of :func:`gradient_flow`: ``method``, RK4 step ``dt``, DOP853 ``rtol`` and
+    ``atol``, and the gradient-norm stop ``gtol`` (None: none)."""
+
+    method: str
+    dt: float
+    rtol: float
+    atol: float
+    gtol: float | None
+
+
+@dataclass
+class _Flow:
+    """The full-batch gradient flow of Eq. 53 on one data set: its right-hand side (evaluations
+    counted in ``n_fev``), one output row per state, and the integration between output times."""
+
+    X: np.ndarray
+    Y: np.ndarray
+    Sxx: np.ndarray
+    Syx: np.ndarray
+    w_star: np.ndarray
+    w_norm: float
+    Q0: np.ndarray
+    n_fev: int = 0
+
+    @classmethod
+    def build(cls, X: np.ndarray, Y: np.ndarray, W1: np.ndarray, W2: np.ndarray) -> _Flow:
+        """The flow of data ``X``, ``Y`` from ``(W1, W2)`` (whose balance Eq. 42 conserves)."""
+        P = X.shape[0]
+        w_star = least_squares_solution(X, Y)
+        w_norm = float(np.linalg.norm(w_star))
+        return cls(X, Y, X.T @ X / P, Y.T @ X / P, w_star, w_norm, balance(W1, W2))
+
+    def rhs(self, W1: np.ndarray, W2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(-dL/dW1, -dL/dW2) = (W2^T G, G W1^T)``, ``G = Sigma^yx - W2 W1 Sigma^xx``."""
+        self.n_fev += 1
+        G = self.Syx - (W2 @ W1) @ self.Sxx
+        return W2.T @ G, G @ W1.T
+
+    def summary(self, W1: np.ndarray, W2: np.ndarray) -> tuple[float, ...]:
+        """Loss, ``|W1|^2``, ``|W2|^2``, relative distance to ``w*``, balance drift, |gradient|."""
+        w = W2 @ W1
+        G = self.Syx - w @ self.Sxx
+        E = self.Y - self.X @ w.T
+        g = np.sqrt(np.sum((W2.T @ G) ** 2) + np.sum((G @ W1.T) ** 2))
         return (
-            0.5 * np.sum(E * E) / P,
-            np.sum(W1_**2),
-            np.sum(W2_**2),
-            np.linalg.norm(w - w_star) / (w_norm if w_norm > 0 else 1.0),
-            np.linalg.norm(balance(W1_, W2_) - Q0),
+            0.5 * np.sum(E * E) / self.X.shape[0],
+            np.sum(W1**2),
+            np.sum(W2**2),
+            np.linalg.norm(w - self.w_star) / (self.w_norm if self.w_norm > 0 else 1.0),
+            np.linalg.norm(balance(W1, W2) - self.Q0),
             g,
         )
 
-    def fun(_t, v):
-        d1, d2 = rhs(v[:n1].reshape(N_h, N_i), v[n1:].reshape(N_o, N_h))
-        return np.concatenate([d1.ravel(), d2.ravel()])
+    def rk4(self, W1: np.ndarray, W2: np.ndarray, span: float, dt: float) -> _Stepped:
+        """Classical RK4 over ``span`` in ``ceil(span/dt)`` equal steps; ``(W1, W2, steps)``."""
+        m = max(1, int(np.ceil(span / dt - 1e-9)))
+        h = span / m
+        for _ in range(m):
+            a1, b1 = self.rhs(W1, W2)
+            a2, b2 = self.rhs(W1 + 0.5 * h * a1, W2 + 0.5 * h * b1)
+            a3, b3 = self.rhs(W1 + 0.5 * h * a2, W2 + 0.5 * h * b2)
+            a4, b4 = self.rhs(W1 + h * a3, W2 + h * b3)
+            W1 = W1 + h / 6.0 * (a1 + 2.0 * a2 + 2.0 * a3 + a4)
+            W2 = W2 + h / 6.0 * (b1 + 2.0 * b2 + 2.0 * b3 + b4)
+        return W1, W2, m
 
-    rows = [summary(W1, W2)]
-    n_steps = 0
-    stopped = False
-    k_end = 0
-    with np.errstate(all="ignore"):
-        for k in range(1, t_eval.size):
-            if gtol is not None and rows[-1][5] <= gtol:
-                stopped = True
-                break
-            span = t_eval[k] - t_eval[k - 1]
-            if method == "rk4":
-                m = max(1, int(np.ceil(span / dt - 1e-9)))
-                h = span / m
-                for _ in range(m):
-                    a1, b1 = rhs(W1, W2)
-                    a2, b2 = rhs(W1 + 0.5 * h * a1, W2 + 0.5 * h * b1)
-                    a3, b3 = rhs(W1 + 0.5 * h * a2, W2 + 0.5 * h * b2)
-                    a4, b4 = rhs(W1 + h * a3, W2 + h * b3)
-                    W1 = W1 + h / 6.0 * (a1 + 2.0 * a2 + 2.0 * a3 + a4)
-                    W2 = W2 + h / 6.0 * (b1 + 2.0 * b2 + 2.0 * b3 + b4)
+    def dop853(
+        self, W1: np.ndarray, W2: np.ndarray, t0: float, t1: float, opts: _FlowOptions
+    ) -> _Stepped:
+        """DOP853 (``solve_ivp``) from ``t0`` to ``t1``; ``(W1, W2, steps)``."""
+        n1, shape1, shape2 = W1.size, W1.shape, W2.shape
+
+        def fun(_t, v):
+            d1, d2 = self.rhs(v[:n1].reshape(shape1), v[n1:].reshape(shape2))
+            return np.concatenate([d1.ravel(), d2.ravel()])
+
+        v0 = np.concatenate([W1.ravel(), W2.ravel()])
+        sol = solve_ivp(fun, (t0, t1), v0, method="DOP853", rtol=opts.rtol, atol=opts.atol)
+        if not sol.success:
+            raise RuntimeError(f"solve_ivp failed: {sol.message}")
+        v = sol.y[:, -1]
+        return v[:n1].reshape(shape1).copy(), v[n1:].reshape(shape2).copy(), sol.t.size - 1
+
+    def integrate(
+        self, W1: np.ndarray, W2: np.ndarray, t_eval: np.ndarray, opts: _FlowOptions
+    ) -> tuple[list[tuple[float, ...]], np.ndarray, np.ndarray, int, bool]:
+        """Integrate through the output times ``t_eval`` (stopping at ``opts.gtol`` or at a
+        non-finite row); ``(rows, W1, W2, steps, stopped at gtol)``."""
+        rows = [self.summary(W1, W2)]
+        n_steps = 0
+        with np.errstate(all="ignore"):
+            for k in range(1, t_eval.size):
+                if opts.gtol is not None and rows[-1][5] <= opts.gtol:
+                    return rows, W1, W2, n_steps, True
+                if opts.method == "rk4":
+                    W1, W2, m = self.rk4(W1, W2, t_eval[k] - t_eval[k - 1], opts.dt)
+                else:
+                    W1, W2, m = self.dop853(W1, W2, t_eval[k - 1], t_eval[k], opts)
                 n_steps += m
-            else:
-                v0 = np.concatenate([W1.ravel(), W2.ravel()])
-                sol = solve_ivp(
-                    fun, (t_eval[k - 1], t_eval[k]), v0, method="DOP853", rtol=rtol, atol=atol
-                )
-                if not sol.success:
-                    raise RuntimeError(f"solve_ivp failed: {sol.message}")
-                v = sol.y[:, -1]
-                W1 = v[:n1].reshape(N_h, N_i).copy()
-                W2 = v[n1:].reshape(N_o, N_h).copy()
-                n_steps += sol.t.size - 1
-            rows.append(summary(W1, W2))
-            k_end = k
-            if not np.all(np.isfinite(rows[-1])):
-                break
-    arr = np.array(rows, dtype=float)
-    if gtol is not None:
-        converged = stopped or bool(arr[-1, 5] <= gtol)
-    else:
-        converged = bool(arr[-1, 5] <= 1e-10 * (w_norm + 1.0))
-    return GradientFlowResult(
-        t=t_eval[: k_end + 1].copy(),
-        loss=arr[:, 0],
-        D1=arr[:, 1],
-        D2=arr[:, 2],
-        rel_dist=arr[:, 3],
-        balance_err=arr[:, 4],
-        grad_norm=arr[:, 5],
-        W1=W1,
-        W2=W2,
-        w_star=w_star,
-        method=method,
-        n_steps=n_steps,
-        n_fev=n_fev,
-        converged=converged,
-    )
+                rows.append(self.summary(W1, W2))
+                if not np.all(np.isfinite(rows[-1])):
+                    break
+        return rows, W1, W2, n_steps, False
 
 
 # --------------------------------------------------------------------------------------
@@ -944,35 +994,44 @@ def _prepare_init(W_init, shape, name, replicas):
     return W
 
 
-def _run(
-    kind,
-    X,
-    Y,
-    W1_ref,
-    W2_ref,
-    lr,
-    batch_size,
-    sampling,
-    W1_init,
-    W2_init,
-    burnin_steps,
-    sample_steps,
-    thin,
-    n_blocks,
-    rng,
-    *,
-    dt,
-    replicas,
-    w_star,
-    trace_every,
-    second_moments,
-    chunk_steps,
-    progress,
-    observables=None,
-):
-    with_replacement = _check_sampling(sampling)
-    if second_moments not in SECOND_MOMENTS:
-        raise ValueError(f"second_moments must be one of {SECOND_MOMENTS}, got {second_moments!r}")
+@dataclass(frozen=True)
+class _Options:
+    """The settings of a two-layer run (:func:`run_sgd_two_layer`, :func:`run_sgf_two_layer`)."""
+
+    kind: str
+    lr: float
+    batch_size: int
+    sampling: str
+    dt: float | None
+    replicas: int | None
+    w_star: np.ndarray | None
+    trace_every: int | None
+    second_moments: str
+    chunk_steps: int
+    progress: Callable[[str], None] | None
+    observables: Observables | None
+
+
+@dataclass(frozen=True)
+class _Problem:
+    """Checked data, references, initial weights (R, ...) and ``w*`` of a run."""
+
+    X: np.ndarray
+    Y: np.ndarray
+    W1_ref: np.ndarray
+    W2_ref: np.ndarray
+    W1: np.ndarray
+    W2: np.ndarray
+    w_star: np.ndarray
+
+
+def _check_problem(X, Y, W1_ref, W2_ref, W1_init, W2_init, opts: _Options) -> _Problem:
+    """The checked arrays of a run (ValueError naming the argument otherwise)."""
+    with_replacement = _check_sampling(opts.sampling)
+    if opts.second_moments not in SECOND_MOMENTS:
+        raise ValueError(
+            f"second_moments must be one of {SECOND_MOMENTS}, got {opts.second_moments!r}"
+        )
     X, Y = _as_data(X, Y)
     P, N_i = X.shape
     N_o = Y.shape[1]
@@ -983,189 +1042,194 @@ def _run(
     N_h = W1_ref.shape[0]
     if W2_ref.shape != (N_o, N_h):
         raise ValueError(f"W2_ref must have shape ({N_o}, {N_h}), got {W2_ref.shape}")
-    W1 = _prepare_init(W1_init, (N_h, N_i), "W1_init", replicas)
-    W2 = _prepare_init(W2_init, (N_o, N_h), "W2_init", replicas)
+    W1 = _prepare_init(W1_init, (N_h, N_i), "W1_init", opts.replicas)
+    W2 = _prepare_init(W2_init, (N_o, N_h), "W2_init", opts.replicas)
     if W1.shape[0] != W2.shape[0]:
         raise ValueError(f"W1_init and W2_init disagree on R: {W1.shape[0]} vs {W2.shape[0]}")
-    R = W1.shape[0]
-    w_star = least_squares_solution(X, Y) if w_star is None else np.asarray(w_star, float)
+    w_star = least_squares_solution(X, Y) if opts.w_star is None else np.asarray(opts.w_star, float)
     w_star = np.ascontiguousarray(w_star, dtype=np.float64)
     if w_star.shape != (N_o, N_i):
         raise ValueError(f"w_star must have shape ({N_o}, {N_i}), got {w_star.shape}")
-    if not lr > 0:
-        raise ValueError(f"lr must be > 0, got lr={lr!r}")
-    S = int(batch_size)
+    if not opts.lr > 0:
+        raise ValueError(f"lr must be > 0, got lr={opts.lr!r}")
+    S = int(opts.batch_size)
     if S < 1 or (not with_replacement and S > P):
         raise ValueError(
-            f"batch_size={batch_size} must be >= 1 and <= P={P} for sampling without replacement"
+            f"batch_size={opts.batch_size} must be >= 1 and <= P={P} for sampling without "
+            "replacement"
         )
-    thin, n_blocks = int(thin), int(n_blocks)
-    burnin_steps, sample_steps = int(burnin_steps), int(sample_steps)
-    if thin < 1 or n_blocks < 1 or burnin_steps < 0 or sample_steps < 1:
-        raise ValueError("need thin >= 1, n_blocks >= 1, burnin_steps >= 0, sample_steps >= 1")
-    if burnin_steps % thin != 0:
-        raise ValueError(f"burnin_steps={burnin_steps} must be a multiple of thin={thin}")
-    if sample_steps % (n_blocks * thin) != 0:
-        raise ValueError(
-            f"sample_steps={sample_steps} must be a multiple of n_blocks*thin={n_blocks * thin}"
-        )
-    total = burnin_steps + sample_steps
-    trace_every = int(trace_every) if trace_every is not None else max(thin, total // 100)
-    trace_every = max(thin, (trace_every // thin) * thin)
-    n1, n2 = N_h * N_i, N_o * N_h
-    G = R * n_blocks
-    want1 = second_moments == "all"
-    want2 = second_moments in ("all", "W2")
-    nbytes = 8 * G * ((n1 * n1 + n1 * n2) * want1 + n2 * n2 * want2)
-    if nbytes > _MAX_MOMENT_BYTES:
-        raise ValueError(
-            f"second moments would need {nbytes / 2**30:.1f} GiB; use second_moments='W2' or "
-            "fewer replicas / blocks"
-        )
-    block_steps = sample_steps // n_blocks
-    unit = thin * _RECORD_GROUP
-    # records of one chunk stay below _CHUNK_RECORD_BYTES (at least one record group)
-    max_units = max(1, _CHUNK_RECORD_BYTES // (8 * R * (n1 + n2) * _RECORD_GROUP))
-    chunk = min(max(1, int(chunk_steps) // unit), max_units) * unit
+    return _Problem(X, Y, W1_ref, W2_ref, W1, W2, w_star)
 
-    sum_dW1 = np.zeros((G, n1))
-    sum_dW2 = np.zeros((G, n2))
-    s11 = np.zeros((G, n1, n1)) if want1 else None
-    s12 = np.zeros((G, n1, n2)) if want1 else None
-    s22 = np.zeros((G, n2, n2)) if want2 else None
-    n_records = np.zeros(G, dtype=np.int64)
-    group_replica = np.repeat(np.arange(R), n_blocks)
-    group_block = np.tile(np.arange(n_blocks), R)
 
+def _plan(steps: tuple[int, int, int, int], opts: _Options, pb: _Problem) -> tuple[Plan, int]:
+    """The engine's plan (:class:`weightdyn.sgd.Plan`; burn-in a multiple of ``thin``, chunks
+    capped so that a chunk's weight records stay below 32 MiB) and ``trace_every``."""
+    plan = Plan.build(*steps, opts.chunk_steps)
+    if plan.burnin_steps % plan.thin != 0:
+        raise ValueError(f"burnin_steps={plan.burnin_steps} must be a multiple of thin={plan.thin}")
+    R, n1, n2 = pb.W1.shape[0], pb.W1[0].size, pb.W2[0].size
+    _TwoLayerMoments.check_size(R * plan.n_blocks, n1, n2, opts.second_moments)
+    max_units = max(1, _CHUNK_RECORD_BYTES // (8 * R * (n1 + n2) * RECORD_GROUP))
+    plan = replace(plan, chunk=min(plan.chunk, max_units * plan.thin * RECORD_GROUP))
+    thin, total = plan.thin, plan.total_steps
+    every = int(opts.trace_every) if opts.trace_every is not None else max(thin, total // 100)
+    return plan, max(thin, (every // thin) * thin)
+
+
+class _TwoLayerMoments:
+    """Sums per (replica, block) group of ``dW1``, ``dW2`` and, as ``second_moments`` selects,
+    ``dW1 dW1^T``, ``dW1 dW2^T``, ``dW2 dW2^T`` (one batched product per group of records)."""
+
+    def __init__(self, G: int, n1: int, n2: int, second_moments: str):
+        want1, want2 = second_moments == "all", second_moments in ("all", "W2")
+        self.sum_dW1, self.sum_dW2 = np.zeros((G, n1)), np.zeros((G, n2))
+        self.s11 = np.zeros((G, n1, n1)) if want1 else None
+        self.s12 = np.zeros((G, n1, n2)) if want1 else None
+        self.s22 = np.zeros((G, n2, n2)) if want2 else None
+        self.n_records = np.zeros(G, dtype=np.int64)
+
+    @staticmethod
+    def check_size(G: int, n1: int, n2: int, second_moments: str) -> None:
+        """ValueError if the second moments would exceed 4 GiB."""
+        want1, want2 = second_moments == "all", second_moments in ("all", "W2")
+        nbytes = 8 * G * ((n1 * n1 + n1 * n2) * want1 + n2 * n2 * want2)
+        if nbytes > _MAX_MOMENT_BYTES:
+            raise ValueError(
+                f"second moments would need {nbytes / 2**30:.1f} GiB; use second_moments='W2' or "
+                "fewer replicas / blocks"
+            )
+
+    def add(self, groups: np.ndarray, d1: np.ndarray, d2: np.ndarray) -> None:
+        """The records ``d1`` (n_rec, R, n1), ``d2`` (n_rec, R, n2) of one chunk into
+        ``groups`` (R,), by groups of ``RECORD_GROUP`` records from the chunk's start."""
+        for g0 in range(0, d1.shape[0], RECORD_GROUP):
+            a1 = d1[g0 : g0 + RECORD_GROUP].transpose(1, 0, 2)  # (R, k, n1)
+            a2 = d2[g0 : g0 + RECORD_GROUP].transpose(1, 0, 2)
+            self.sum_dW1[groups] += a1.sum(axis=1)
+            self.sum_dW2[groups] += a2.sum(axis=1)
+            if self.s11 is not None:
+                self.s11[groups] += np.matmul(a1.transpose(0, 2, 1), a1)
+                self.s12[groups] += np.matmul(a1.transpose(0, 2, 1), a2)
+            if self.s22 is not None:
+                self.s22[groups] += np.matmul(a2.transpose(0, 2, 1), a2)
+            self.n_records[groups] += a1.shape[1]
+
+    def fields(self, diverged: bool) -> dict[str, np.ndarray | None]:
+        """The result's moment fields, NaN if the run ``diverged``."""
+        out = {"sum_dW1": self.sum_dW1, "sum_dW2": self.sum_dW2, "sum_dW1dW1": self.s11,
+               "sum_dW2dW2": self.s22, "sum_dW1dW2": self.s12}  # fmt: skip
+        if diverged:
+            for arr in out.values():
+                if arr is not None:
+                    arr[:] = np.nan
+        return {**out, "n_records": self.n_records}
+
+
+def _bound(pb: _Problem) -> tuple[float, np.ndarray]:
+    """The divergence bound on ``|W1|_F``, ``|W2|_F`` (``1e6`` times the scale of the reference,
+    ``w*`` and the initial weights, plus one) and the replicas non-finite at the start."""
+    R = pb.W1.shape[0]
     with np.errstate(all="ignore"):
         scale = max(
-            np.max(np.abs(w_star), initial=0.0),
-            np.linalg.norm(W1_ref),
-            np.linalg.norm(W2_ref),
-            np.max(np.linalg.norm(W1.reshape(R, -1), axis=1), initial=0.0),
-            np.max(np.linalg.norm(W2.reshape(R, -1), axis=1), initial=0.0),
+            np.max(np.abs(pb.w_star), initial=0.0),
+            np.linalg.norm(pb.W1_ref),
+            np.linalg.norm(pb.W2_ref),
+            np.max(np.linalg.norm(pb.W1.reshape(R, -1), axis=1), initial=0.0),
+            np.max(np.linalg.norm(pb.W2.reshape(R, -1), axis=1), initial=0.0),
         )
         bound = float(_DIVERGENCE_FACTOR * (scale + 1.0)) if np.isfinite(scale) else np.inf
-        div_r = ~(
-            np.isfinite(W1.reshape(R, -1)).all(axis=1) & np.isfinite(W2.reshape(R, -1)).all(axis=1)
-        )
-    if kind == "sgd":
-        dt_used = float(lr)
-        stepper = _SGDStepper(X, Y, W1, W2, lr, S, with_replacement, rng, w_star, bound)
-        label = "SGD"
-    else:
-        dt_used = float(lr if dt is None else dt)
-        if not (np.isfinite(dt_used) and dt_used > 0):
-            raise ValueError(f"dt must be a finite number > 0, got dt={dt!r}")
-        stepper = _SGFStepper(X, Y, W1, W2, lr, S, sampling, dt_used, rng, w_star, bound)
-        label = "SGF"
-    trace = _Trace(R, trace_every // thin, total // trace_every, thin)
-    prog = ProgressReporter(progress, total, R, label)
-    t_start = time.perf_counter()
-    done = 0
-    diverged = bool(div_r.any())
-    empty1 = np.empty((0, R, N_h, N_i))
-    empty2 = np.empty((0, R, N_o, N_h))
-    recorder = None
-    if observables is not None:
-        recorder = SeriesRecorder(observables, sample_steps // thin, R)
+        finite = np.isfinite(pb.W1.reshape(R, -1)).all(axis=1)
+        return bound, ~(finite & np.isfinite(pb.W2.reshape(R, -1)).all(axis=1))
 
-    def step(n, rec1, rec2):
-        nonlocal diverged, done
+
+def _stepper(pb: _Problem, opts: _Options, rng: np.random.Generator, bound: float):
+    """The SGD or SGF stepper of the run and the Euler step ``dt`` (``lr`` for SGD)."""
+    S, sampling = int(opts.batch_size), opts.sampling
+    if opts.kind == "sgd":
+        wr = _check_sampling(sampling)
+        stepper = _SGDStepper(pb.X, pb.Y, pb.W1, pb.W2, opts.lr, S, wr, rng, pb.w_star, bound)
+        return stepper, float(opts.lr)
+    dt = float(opts.lr if opts.dt is None else opts.dt)
+    if not (np.isfinite(dt) and dt > 0):
+        raise ValueError(f"dt must be a finite number > 0, got dt={opts.dt!r}")
+    args = (pb.X, pb.Y, pb.W1, pb.W2, opts.lr, S, sampling, dt, rng, pb.w_star, bound)
+    return _SGFStepper(*args), dt
+
+
+def _advance_all(
+    stepper: _SGDStepper | _SGFStepper,
+    plan: Plan,
+    pb: _Problem,
+    moments: _TwoLayerMoments,
+    trace: _Trace,
+    recorder: SeriesRecorder | None,
+    prog: ProgressReporter,
+    div_r: np.ndarray,
+) -> int:
+    """Run the plan's kernel calls (burn-in, then the blocks) until the first divergence:
+    records into ``moments``, diagnostics into ``trace``, the hook's series into ``recorder``;
+    flags in ``div_r``. Returns the steps done."""
+    R, thin, n_blocks = pb.W1.shape[0], plan.thin, plan.n_blocks
+    d1_ref, d2_ref = pb.W1_ref.reshape(-1), pb.W2_ref.reshape(-1)
+    done = 0
+    for n, block in plan.calls():
+        if div_r.any():
+            break
+        n_rec = n // thin if block is not None else 0
+        rec1 = np.empty((n_rec, R, *pb.W1.shape[1:]))
+        rec2 = np.empty((n_rec, R, *pb.W2.shape[1:]))
         diag = np.empty((n // thin, R, 3))
         flags = stepper.advance(n, thin, rec1, rec2, diag)
         done += n
-        if flags.any():
-            div_r[:] |= flags
-            diverged = True
-            return False
-        trace.add(diag)
-        return True
-
-    # ---- burn-in ----
-    pos = 0
-    while not diverged and pos < burnin_steps:
-        n = min(chunk, burnin_steps - pos)
-        step(n, empty1, empty2)
-        pos += n
+        div_r |= flags
+        if not flags.any():
+            trace.add(diag)
+            if block is not None:
+                if recorder is not None:
+                    recorder.add(rec1, rec2)
+                groups = np.arange(R) * n_blocks + block
+                moments.add(groups, rec1.reshape(n_rec, R, -1) - d1_ref,
+                            rec2.reshape(n_rec, R, -1) - d2_ref)  # fmt: skip
         prog.update(done)
+    return done
 
-    # ---- sampling in n_blocks time blocks ----
-    dW1_ref = W1_ref.reshape(-1)
-    dW2_ref = W2_ref.reshape(-1)
-    for b in range(n_blocks):
-        if diverged:
-            break
-        pos = 0
-        groups = np.arange(R) * n_blocks + b
-        while pos < block_steps:
-            n = min(chunk, block_steps - pos)
-            n_rec = n // thin
-            rec1 = np.empty((n_rec, R, N_h, N_i))
-            rec2 = np.empty((n_rec, R, N_o, N_h))
-            pos += n
-            if not step(n, rec1, rec2):
-                break
-            if recorder is not None:
-                recorder.add(rec1, rec2)
-            d1 = rec1.reshape(n_rec, R, n1) - dW1_ref
-            d2 = rec2.reshape(n_rec, R, n2) - dW2_ref
-            for g0 in range(0, n_rec, _RECORD_GROUP):
-                a1 = d1[g0 : g0 + _RECORD_GROUP].transpose(1, 0, 2)  # (R, k, n1)
-                a2 = d2[g0 : g0 + _RECORD_GROUP].transpose(1, 0, 2)
-                sum_dW1[groups] += a1.sum(axis=1)
-                sum_dW2[groups] += a2.sum(axis=1)
-                if want1:
-                    s11[groups] += np.matmul(a1.transpose(0, 2, 1), a1)
-                    s12[groups] += np.matmul(a1.transpose(0, 2, 1), a2)
-                if want2:
-                    s22[groups] += np.matmul(a2.transpose(0, 2, 1), a2)
-                n_records[groups] += a1.shape[1]
-            prog.update(done)
 
-    if diverged:
-        for arr in (sum_dW1, sum_dW2, s11, s12, s22):
-            if arr is not None:
-                arr[:] = np.nan
+def _run(X, Y, refs, inits, steps, rng: np.random.Generator, opts: _Options) -> TwoLayerSGDResult:
+    """The two-layer SGD (``opts.kind == "sgd"``, Eq. 41) or SGF (Eqs. 51-52) run of
+    :func:`run_sgd_two_layer`: ``refs = (W1_ref, W2_ref)``, ``inits = (W1_init, W2_init)``,
+    ``steps = (burnin_steps, sample_steps, thin, n_blocks)``."""
+    pb = _check_problem(X, Y, *refs, *inits, opts)
+    plan, trace_every = _plan(steps, opts, pb)
+    R, thin = pb.W1.shape[0], plan.thin
+    moments = _TwoLayerMoments(R * plan.n_blocks, pb.W1[0].size, pb.W2[0].size,
+                               opts.second_moments)  # fmt: skip
+    bound, div_r = _bound(pb)
+    stepper, dt_used = _stepper(pb, opts, rng, bound)
+    total = plan.total_steps
+    trace = _Trace(R, trace_every // thin, total // trace_every, thin)
+    prog = ProgressReporter(opts.progress, total, R, opts.kind.upper())
+    hook = opts.observables
+    recorder = None if hook is None else SeriesRecorder(hook, plan.sample_steps // thin, R)
+    t_start = time.perf_counter()
+    done = _advance_all(stepper, plan, pb, moments, trace, recorder, prog, div_r)
+    diverged = bool(div_r.any())
     prog.update(done, force=True)
     n_tr = trace.snap.shape[0]
     return TwoLayerSGDResult(
-        kind=kind,
-        sum_dW1=sum_dW1,
-        sum_dW2=sum_dW2,
-        sum_dW1dW1=s11,
-        sum_dW2dW2=s22,
-        sum_dW1dW2=s12,
-        n_records=n_records,
-        group_replica=group_replica,
-        group_block=group_block,
-        diverged=diverged,
-        diverged_replicas=div_r.copy(),
-        burnin_steps=burnin_steps,
-        sample_steps=sample_steps,
-        thin=thin,
-        n_blocks=n_blocks,
-        replicas=R,
-        lr=float(lr),
-        dt=dt_used,
-        batch_size=S,
-        sampling=sampling,
-        W1_ref=W1_ref,
-        W2_ref=W2_ref,
-        w_star=w_star,
-        trace_every=trace_every,
+        kind=opts.kind, **moments.fields(diverged),
+        group_replica=np.repeat(np.arange(R), plan.n_blocks),
+        group_block=np.tile(np.arange(plan.n_blocks), R), diverged=diverged,
+        diverged_replicas=div_r.copy(), burnin_steps=plan.burnin_steps,
+        sample_steps=plan.sample_steps, thin=thin, n_blocks=plan.n_blocks, replicas=R,
+        lr=float(opts.lr), dt=dt_used, batch_size=int(opts.batch_size), sampling=opts.sampling,
+        W1_ref=pb.W1_ref, W2_ref=pb.W2_ref, w_star=pb.w_star, trace_every=trace_every,
         trace_step=trace_every * np.arange(1, n_tr + 1, dtype=np.int64),
-        trace_D1=trace.snap[:, :, 0],
-        trace_D2=trace.snap[:, :, 1],
-        trace_dist=trace.snap[:, :, 2],
-        trace_D1_avg=trace.avg[:, :, 0],
-        trace_D2_avg=trace.avg[:, :, 1],
-        trace_dist_avg=trace.avg[:, :, 2],
-        final_W1=W1,
-        final_W2=W2,
-        elapsed_s=time.perf_counter() - t_start,
+        trace_D1=trace.snap[:, :, 0], trace_D2=trace.snap[:, :, 1],
+        trace_dist=trace.snap[:, :, 2], trace_D1_avg=trace.avg[:, :, 0],
+        trace_D2_avg=trace.avg[:, :, 1], trace_dist_avg=trace.avg[:, :, 2],
+        final_W1=pb.W1, final_W2=pb.W2, elapsed_s=time.perf_counter() - t_start,
         **series_fields(recorder, thin),
-    )
+    )  # fmt: skip
 
 
 def run_sgd_two_layer(
@@ -1219,12 +1283,22 @@ def run_sgd_two_layer(
     N_i), (n_rec, R, N_o, N_h) of every sampling chunk after they exist; it only reads them, so
     every other field is bit-identical with and without it (``obs_*`` fields of the result).
     """
-    return _run(
-        "sgd", X, Y, W1_ref, W2_ref, lr, batch_size, sampling, W1_init, W2_init, burnin_steps,
-        sample_steps, thin, n_blocks, rng, dt=None, replicas=replicas, w_star=w_star,
-        trace_every=trace_every, second_moments=second_moments, chunk_steps=chunk_steps,
-        progress=progress, observables=observables,
-    )  # fmt: skip
+    opts = _Options(
+        "sgd",
+        lr,
+        batch_size,
+        sampling,
+        None,
+        replicas,
+        w_star,
+        trace_every,
+        second_moments,
+        chunk_steps,
+        progress,
+        observables,
+    )
+    steps = (burnin_steps, sample_steps, thin, n_blocks)
+    return _run(X, Y, (W1_ref, W2_ref), (W1_init, W2_init), steps, rng, opts)  # fmt: skip
 
 
 def run_sgf_two_layer(
@@ -1262,9 +1336,19 @@ def run_sgf_two_layer(
     with the App. C prefactor of ``sampling``), drawn from ``P`` standard normals per replica
     and step without forming the covariance (module docstring), by :func:`sgf_kernel` (numba).
     """
-    return _run(
-        "sgf", X, Y, W1_ref, W2_ref, lr, batch_size, sampling, W1_init, W2_init, burnin_steps,
-        sample_steps, thin, n_blocks, rng, dt=dt, replicas=replicas, w_star=w_star,
-        trace_every=trace_every, second_moments=second_moments, chunk_steps=chunk_steps,
-        progress=progress, observables=observables,
-    )  # fmt: skip
+    opts = _Options(
+        "sgf",
+        lr,
+        batch_size,
+        sampling,
+        dt,
+        replicas,
+        w_star,
+        trace_every,
+        second_moments,
+        chunk_steps,
+        progress,
+        observables,
+    )
+    steps = (burnin_steps, sample_steps, thin, n_blocks)
+    return _run(X, Y, (W1_ref, W2_ref), (W1_init, W2_init), steps, rng, opts)  # fmt: skip
