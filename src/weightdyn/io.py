@@ -227,6 +227,8 @@ LENGTH = "_length"
 VALUES = "_values"
 #: per-cell names of the variables a cell lacks (the merge; only where the cells' sets differ)
 ABSENT = "absent_variables"
+#: ``source`` of the padding record's variables
+RECORD = "the merge of the sweep's cells (weightdyn.io.stack_cells)"
 #: attribute of a merged variable whose padding changed the cells' common dtype (int8 -> float64)
 CELL_DTYPE = "cell_dtype"
 
@@ -327,14 +329,12 @@ def padding_record(
         lengths = np.array([ds.sizes.get(dim, 0) for ds in datasets], dtype=np.int64)
         if np.unique(lengths).size > 1:
             long_name = f"length of dimension {dim} in each cell (the rest is padding)"
-            out[f"{dim}{LENGTH}"] = xr.Variable(
-                ("cell",), lengths, {"long_name": long_name, "units": "1"}
-            )
+            out[f"{dim}{LENGTH}"] = xr.Variable(("cell",), lengths, attrs(long_name, "1", RECORD))
     absent = [" ".join(sorted(str(n) for n in names if n not in ds.variables)) for ds in datasets]
     if any(absent):
         long_name = "variables the cell does not have (NaN in the merge)"
         out[ABSENT] = xr.Variable(
-            ("cell",), np.array(absent, dtype=str), {"long_name": long_name, "units": "1"}
+            ("cell",), np.array(absent, dtype=str), attrs(long_name, "1", RECORD)
         )
     return out
 
@@ -378,6 +378,32 @@ def cell_datasets(ds: xr.Dataset) -> list[xr.Dataset]:
     """Every cell of a merged dataset (:func:`cell_dataset`), in order; a dataset without a
     ``cell`` dimension is one cell."""
     return [cell_dataset(ds, i) for i in range(ds.sizes.get("cell", 1))]
+
+
+def concat_cells(parts: Sequence[xr.Dataset]) -> xr.Dataset:
+    """Merged datasets (:func:`stack_cells`) as one, their cells one after the other: every
+    cell given back (:func:`cell_datasets`) and stacked again, so that the padding record
+    holds for the whole; the per-cell coordinates (sweep axes, ``cell_id``) kept (a part
+    without one: NaN, "" for strings), the attributes of the first part."""
+    if len(parts) == 1:
+        return parts[0]
+    names = list(
+        dict.fromkeys(str(n) for p in parts for n, c in p.coords.items() if c.dims == ("cell",))
+    )
+    cells: list[xr.Dataset] = []
+    values: dict[str, list[object]] = {n: [] for n in names}
+    for part in parts:
+        for cell in cell_datasets(part):
+            cells.append(cell.drop_vars([n for n in names if n in cell.coords]))
+            for n in names:
+                values[n].append(cell[n].values.item() if n in cell.coords else None)
+    coords = {}
+    for n in names:
+        given = np.asarray([v for v in values[n] if v is not None])
+        fill = _fill_value(given.dtype)
+        attrs_ = next(p[n].attrs for p in parts if n in p.coords)
+        coords[n] = ([fill if v is None else v for v in values[n]], attrs_)
+    return stack_cells(cells, coords, parts[0].attrs)
 
 
 def _common_stack(arrays: Sequence[np.ndarray]) -> np.ndarray:

@@ -11,6 +11,8 @@ import matplotlib as mpl
 import numpy as np
 import xarray as xr
 
+from weightdyn import experiments
+
 mpl.use("Agg")
 
 import matplotlib.pyplot as plt
@@ -64,9 +66,17 @@ def require_one_value(
     ds: xr.Dataset, free: Sequence[str], figure: str, axes: Sequence[str]
 ) -> None:
     """Refuse a merged sweep (cells along ``cell``) in which an axis of ``axes`` outside ``free``
-    takes several values: the figure draws one curve family, the error names the axis."""
+    takes several values: the figure draws one curve family, the error names the axis. An axis
+    the ``free`` ones fix among the cells (p_over_n = P/N when only P varies) is drawn with them.
+    """
+    by = [ds[k].values for k in free if k in ds.coords]
     varying = [
-        k for k in axes if k not in free and k in ds.coords and np.unique(ds[k].values).size > 1
+        k
+        for k in axes
+        if k not in free
+        and k in ds.coords
+        and np.unique(ds[k].values).size > 1
+        and not experiments.fixed_by(by, ds[k].values)
     ]
     if varying:
         values = {k: sorted(np.unique(ds[k].values).tolist()) for k in varying}

@@ -7,9 +7,10 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import xarray as xr
 
+from weightdyn import io
 from weightdyn.plots.common import styled
 from weightdyn.plots.errorbars import errorbar, state_bars
-from weightdyn.plots.relaxation import cell_title, cell_value, split_cells
+from weightdyn.plots.relaxation import cell_title, cell_value
 
 __all__ = ["fig_gbm"]
 
@@ -74,7 +75,7 @@ def fig_gbm(ds: xr.Dataset) -> plt.Figure:
     and the axes that differ between cells; the shared ones go into the title. Left panel: mean
     (linear); right panel: variance (log).
     """
-    cells = split_cells(ds)
+    cells = io.cell_datasets(ds)
     for cell in cells:
         missing = [n for n in _NEED if n not in cell.variables]
         if missing:
