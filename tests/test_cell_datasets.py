@@ -130,3 +130,21 @@ def test_clash_with_the_record_is_refused() -> None:
     cells[0]["mode_length"] = ((), 3)
     with pytest.raises(ValueError, match="mode_length"):
         io.stack_cells(cells, {})
+
+
+def test_views_join_merged_sweeps_cell_by_cell(tmp_path: Path) -> None:
+    """Two merged sweeps (one of equal cells, so without a record; one ragged) joined as a view
+    joins them: every cell comes back, with its sweep's per-cell coordinates."""
+    cells = _cells(tmp_path)
+    first = io.stack_cells(cells[:1], {"lr": ([LR[0]], {"units": "1"})}, {"sweep": "a"})
+    coords = {"lr": (list(LR[1:]), {"units": "1"}), "cell_id": (["b", "c"], {})}
+    second = io.stack_cells(cells[1:], coords, {"sweep": "b"})
+    joined = io.concat_cells([first, second])
+    assert joined.attrs == {"sweep": "a"}
+    assert joined["lr"].values.tolist() == list(LR)
+    assert joined["cell_id"].values.tolist() == ["", "b", "c"]
+    assert joined["mode_length"].values.tolist() == [3, 2, 3]
+    for cell, got in zip(cells, io.cell_datasets(joined), strict=True):
+        got = got.drop_vars(["lr", "cell_id"])
+        got.attrs = cell.attrs
+        xr.testing.assert_identical(got, cell)
