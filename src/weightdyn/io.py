@@ -250,8 +250,9 @@ def stack_cells(
     dataset, with their attributes), e.g. one per sweep axis.
 
     The padding is recorded (:func:`padding_record`) so that :func:`cell_dataset` gives each
-    cell back as it was: ``<dim>_length`` per ragged dimension, ``absent_variables`` and the
-    ``cell_dtype`` attribute of a variable the padding turned from int (or bool) to float.
+    cell back as it was: ``<dim>_length`` per ragged dimension and ``absent_variables``
+    (coordinates along ``cell``), and the ``cell_dtype`` attribute of a variable the padding
+    turned from int (or bool) to float.
     """
     n = len(datasets)
     if n == 0:
@@ -284,7 +285,7 @@ def stack_cells(
     clash = sorted((set(record) | set(out_vars) - set(variables)) & set(variables))
     if clash:
         raise ValueError(f"stack_cells: the cells' variables {clash} clash with the merge's")
-    out_vars.update(record)
+    out_coords.update(record)
     for name, (values, attrs_) in coords.items():
         if len(values) != n:
             raise ValueError(f"stack_cells: coordinate {name!r} has {len(values)} values for {n}")
@@ -320,10 +321,10 @@ def _stacked(
 def padding_record(
     datasets: Sequence[xr.Dataset], names: Iterable[str], sizes: Mapping[str, int]
 ) -> dict[str, xr.Variable]:
-    """What :func:`stack_cells` pads, per cell: ``<dim>_length`` (int, dims ``(cell,)``) for
-    each dimension of ``sizes`` whose length differs between the cells (0 where a cell lacks it),
-    and ``absent_variables`` (the space-separated ``names`` a cell lacks; "" for none) if some
-    cell lacks one."""
+    """What :func:`stack_cells` pads, per cell (coordinates along ``cell``): ``<dim>_length``
+    (int) for each dimension of ``sizes`` whose length differs between the cells (0 where a
+    cell lacks it), and ``absent_variables`` (the space-separated ``names`` a cell lacks; ""
+    for none) if some cell lacks one."""
     out = {}
     for dim in sizes:
         lengths = np.array([ds.sizes.get(dim, 0) for ds in datasets], dtype=np.int64)
@@ -352,14 +353,14 @@ def cell_dataset(ds: xr.Dataset, i: int) -> xr.Dataset:
     cell = ds.isel(cell=i)
     lengths = {
         str(name).removesuffix(LENGTH): int(var.values)
-        for name, var in cell.data_vars.items()
-        if str(name).endswith(LENGTH) and str(name).removesuffix(LENGTH) in ds.dims
+        for name, var in cell.coords.items()
+        if _is_record(str(name), ds) and name != ABSENT
     }
     for name in [str(n) for n in cell.data_vars if str(n).endswith(VALUES)]:
         dim = name.removesuffix(VALUES)
         if dim in ds.dims and dim not in ds.variables and cell[name].dims == (dim,):
             cell = cell.drop_vars(name).assign_coords({dim: cell[name].variable})
-    absent = str(cell[ABSENT].values).split() if ABSENT in cell.data_vars else []
+    absent = str(cell[ABSENT].values).split() if ABSENT in cell.coords else []
     record = [f"{dim}{LENGTH}" for dim in lengths] + ([ABSENT] if ABSENT in cell else [])
     cell = cell.drop_vars([*record, *(n for n in absent if n in cell.variables)])
     cell = cell.isel({dim: slice(0, n) for dim, n in lengths.items() if dim in cell.dims})
@@ -372,6 +373,11 @@ def cell_dataset(ds: xr.Dataset, i: int) -> xr.Dataset:
         else:
             cell[name] = restored
     return cell
+
+
+def _is_record(name: str, ds: xr.Dataset) -> bool:
+    """Whether ``name`` is part of the padding record (:func:`padding_record`) of ``ds``."""
+    return name == ABSENT or (name.endswith(LENGTH) and name.removesuffix(LENGTH) in ds.dims)
 
 
 def cell_datasets(ds: xr.Dataset) -> list[xr.Dataset]:
@@ -387,9 +393,13 @@ def concat_cells(parts: Sequence[xr.Dataset]) -> xr.Dataset:
     without one: NaN, "" for strings), the attributes of the first part."""
     if len(parts) == 1:
         return parts[0]
-    names = list(
-        dict.fromkeys(str(n) for p in parts for n, c in p.coords.items() if c.dims == ("cell",))
+    per_cell = (
+        str(n)
+        for p in parts
+        for n, c in p.coords.items()
+        if c.dims == ("cell",) and not _is_record(str(n), p)
     )
+    names = list(dict.fromkeys(per_cell))
     cells: list[xr.Dataset] = []
     values: dict[str, list[object]] = {n: [] for n in names}
     for part in parts:
