@@ -191,7 +191,6 @@ def ivfr(ds: xr.Dataset) -> plt.Figure:
     cells = cells_of(ds)
     panels = [("", r"on range$(H)$: $\mu_i$ of $M$")]
     if all("layer_eig_sgd" in c for c in cells):
-        cells = [c.dropna("layer_mode", how="all", subset=["layer_eig_sgd"]) for c in cells]
         panels.append(("layer_", r"output layer $W_L$ (Fig. 7a's cov(vec $\delta W_2$))"))
     fig, axes = plt.subplots(1, len(panels), figsize=(5.0 * len(panels) + 1.0, 4.4),
                              layout="constrained", squeeze=False)  # fmt: skip
