@@ -104,7 +104,8 @@ def test_merge_records_its_padding(tmp_path: Path) -> None:
     assert merged["status"].dtype == np.int64  # never padded: kept
     assert "t" not in merged.variables and merged["t_values"].dims == ("cell", "t")
     assert merged["mode"].values.tolist() == [0, 1, 2]
-    assert "step" in merged.coords
+    assert "step" in merged.data_vars and merged["step"].attrs["cell_coordinate"] == "yes"
+    assert "mode_length" in merged.coords and io.is_record(merged["mode_length"])
     assert np.isnan(merged["count"].values[1, 2]) and merged["label"].values[1, 2] == ""
 
 

@@ -227,6 +227,8 @@ LENGTH = "_length"
 VALUES = "_values"
 #: per-cell names of the variables a cell lacks (the merge; only where the cells' sets differ)
 ABSENT = "absent_variables"
+#: attribute of a merged variable that is a (non-index) coordinate of the cells
+CELL_COORDINATE = "cell_coordinate"
 #: ``source`` of the padding record's variables
 RECORD = "the merge of the sweep's cells (weightdyn.io.stack_cells)"
 #: attribute of a merged variable whose padding changed the cells' common dtype (int8 -> float64)
@@ -246,8 +248,9 @@ def stack_cells(
     lacks is NaN there. A dimension coordinate (``mode``, ``t``) stays a coordinate if every
     cell's values are the start of the longest cell's (``mode`` = 0 .. N-1); otherwise it
     becomes the variable ``<dim>_values`` with dims ``(cell, <dim>)``. A cell's other
-    coordinates stay coordinates. ``coords`` gives the per-cell coordinates (one value per
-    dataset, with their attributes), e.g. one per sweep axis.
+    coordinates become variables with the attribute ``cell_coordinate``. ``coords`` gives the
+    per-cell coordinates (one value per dataset, with their attributes), e.g. one per sweep
+    axis.
 
     The padding is recorded (:func:`padding_record`) so that :func:`cell_dataset` gives each
     cell back as it was: ``<dim>_length`` per ragged dimension and ``absent_variables``
@@ -271,8 +274,9 @@ def stack_cells(
     out_coords: dict[str, xr.Variable] = {}
     for name, first in variables.items():
         cells = [_same_dims(ds, name, first.dims) for ds in datasets]
-        where = out_coords if any(name in ds.coords for ds in datasets) else out_vars
-        where[name] = _stacked(cells, tuple(sizes[d] for d in first.dims), first)
+        out_vars[name] = _stacked(cells, tuple(sizes[d] for d in first.dims), first)
+        if any(name in ds.coords for ds in datasets):
+            out_vars[name].attrs[CELL_COORDINATE] = "yes"
     for dim in sorted(index_names):
         values = [ds.variables[dim] if dim in ds.indexes else None for ds in datasets]
         first = next(v for v in values if v is not None)
@@ -354,7 +358,7 @@ def cell_dataset(ds: xr.Dataset, i: int) -> xr.Dataset:
     lengths = {
         str(name).removesuffix(LENGTH): int(var.values)
         for name, var in cell.coords.items()
-        if _is_record(str(name), ds) and name != ABSENT
+        if is_record(var) and name != ABSENT
     }
     for name in [str(n) for n in cell.data_vars if str(n).endswith(VALUES)]:
         dim = name.removesuffix(VALUES)
@@ -364,20 +368,29 @@ def cell_dataset(ds: xr.Dataset, i: int) -> xr.Dataset:
     record = [f"{dim}{LENGTH}" for dim in lengths] + ([ABSENT] if ABSENT in cell else [])
     cell = cell.drop_vars([*record, *(n for n in absent if n in cell.variables)])
     cell = cell.isel({dim: slice(0, n) for dim, n in lengths.items() if dim in cell.dims})
-    typed = {n: v for n, v in cell.variables.items() if CELL_DTYPE in v.attrs}
-    for name, var in typed.items():
-        attrs_ = {k: v for k, v in var.attrs.items() if k != CELL_DTYPE}
-        restored = xr.Variable(var.dims, var.values.astype(var.attrs[CELL_DTYPE]), attrs_)
-        if name in cell.coords:
-            cell = cell.assign_coords({name: restored})
+    return _typed(cell)
+
+
+def _typed(cell: xr.Dataset) -> xr.Dataset:
+    """One cell of a merge with the dtypes (``cell_dtype``) and coordinates
+    (``cell_coordinate``) of the cell's variables restored and those attributes dropped."""
+    marked = [n for n, v in cell.variables.items() if {CELL_DTYPE, CELL_COORDINATE} & set(v.attrs)]
+    for name in marked:
+        var = cell.variables[name]
+        attrs_ = {k: v for k, v in var.attrs.items() if k not in (CELL_DTYPE, CELL_COORDINATE)}
+        values = var.values.astype(var.attrs.get(CELL_DTYPE, var.dtype))
+        restored = xr.Variable(var.dims, values, attrs_)
+        if name in cell.coords or CELL_COORDINATE in var.attrs:
+            cell = cell.drop_vars(name).assign_coords({name: restored})
         else:
             cell[name] = restored
     return cell
 
 
-def _is_record(name: str, ds: xr.Dataset) -> bool:
-    """Whether ``name`` is part of the padding record (:func:`padding_record`) of ``ds``."""
-    return name == ABSENT or (name.endswith(LENGTH) and name.removesuffix(LENGTH) in ds.dims)
+def is_record(var: xr.Variable | xr.DataArray) -> bool:
+    """Whether ``var`` is part of a merge's padding record (:func:`padding_record`): a
+    coordinate along ``cell`` that is no sweep axis."""
+    return var.attrs.get("source") == RECORD
 
 
 def cell_datasets(ds: xr.Dataset) -> list[xr.Dataset]:
@@ -397,7 +410,7 @@ def concat_cells(parts: Sequence[xr.Dataset]) -> xr.Dataset:
         str(n)
         for p in parts
         for n, c in p.coords.items()
-        if c.dims == ("cell",) and not _is_record(str(n), p)
+        if c.dims == ("cell",) and not is_record(c)
     )
     names = list(dict.fromkeys(per_cell))
     cells: list[xr.Dataset] = []
