@@ -183,7 +183,9 @@ class Figure:
         free = {*drawn, *self.averaged}
         by = [values[a] for a in drawn if a in values]
         return [
-            a for a in varying if a not in free and (a in self.fixed or not fixed_by(by, values[a]))
+            a
+            for a in varying
+            if a not in free and (a in self.fixed or not _fixed_by(by, values[a]))
         ]
 
     def allowed_text(self) -> str:
@@ -209,7 +211,7 @@ def _text(value: Any) -> str:
     return repr(value.item() if hasattr(value, "item") else value)
 
 
-def fixed_by(by: Sequence[Sequence[Any]], target: Sequence[Any]) -> bool:
+def _fixed_by(by: Sequence[Sequence[Any]], target: Sequence[Any]) -> bool:
     """Whether, among the cells, the values ``by`` (per axis, per cell) fix ``target``'s."""
     seen: dict[tuple[str, ...], str] = {}
     for k, value in enumerate(target):

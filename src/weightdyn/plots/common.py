@@ -62,21 +62,18 @@ def save(fig: plt.Figure, paths: Sequence[str], dpi: int = 200) -> None:
     plt.close(fig)
 
 
+def declared_axes(experiment: str, without: Sequence[str] = ()) -> tuple[str, ...]:
+    """The sweep axes ``experiment`` declares (``Param(axis=True)``), in order, but ``without``."""
+    return tuple(p.name for p in experiments.get(experiment).axes if p.name not in without)
+
+
 def require_one_value(
     ds: xr.Dataset, free: Sequence[str], figure: str, axes: Sequence[str]
 ) -> None:
     """Refuse a merged sweep (cells along ``cell``) in which an axis of ``axes`` outside ``free``
-    takes several values: the figure draws one curve family, the error names the axis. An axis
-    the ``free`` ones fix among the cells (p_over_n = P/N when only P varies) is drawn with them.
-    """
-    by = [ds[k].values for k in free if k in ds.coords]
+    takes several values: the figure draws one curve family, the error names the axis."""
     varying = [
-        k
-        for k in axes
-        if k not in free
-        and k in ds.coords
-        and np.unique(ds[k].values).size > 1
-        and not experiments.fixed_by(by, ds[k].values)
+        k for k in axes if k not in free and k in ds.coords and np.unique(ds[k].values).size > 1
     ]
     if varying:
         values = {k: sorted(np.unique(ds[k].values).tolist()) for k in varying}

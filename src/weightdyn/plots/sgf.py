@@ -13,13 +13,14 @@ import numpy as np
 import xarray as xr
 from matplotlib.ticker import NullLocator
 
-from weightdyn import experiments
 from weightdyn.plots.common import (
+    declared_axes,
     require_one_value,
     require_variables,
     styled,
 )
 from weightdyn.plots.errorbars import ErrorBars, se_text
+from weightdyn.single_layer.params import DERIVED
 
 __all__ = ["dynamics_spectra", "dynamics_vs_lr"]
 
@@ -40,8 +41,7 @@ def _require(ds: xr.Dataset, names: Sequence[str], figure: str) -> None:
 
 def _simulated(ds: xr.Dataset, free: Sequence[str], figure: str) -> list[tuple[str, xr.Dataset]]:
     """(dynamics, its cells) for every simulated dynamics of a merged sweep, in DYNAMICS order."""
-    axes = [p.name for p in experiments.get("single_layer").axes]
-    require_one_value(ds, free, figure, axes)
+    require_one_value(ds, free, figure, declared_axes("single_layer", DERIVED))
     require_variables(ds, NEEDED, figure, " (a sweep with dynamics: none is theory only)")
     dynamics = ds["dynamics"].values
     return [

@@ -397,8 +397,6 @@ def _agreement(ds: xr.Dataset, label: str) -> list[Agreement]:
 
 #: axes averaged over by the figures that average data sets
 SEEDS = ("data_seed",)
-#: an axis the others fix (P = p_over_n N): drawn with them, never held fixed
-DERIVED = ("p_over_n",)
 
 
 def _all_but(axes: tuple[str, ...], *drawn: str) -> tuple[str, ...]:
@@ -409,9 +407,9 @@ def _all_but(axes: tuple[str, ...], *drawn: str) -> tuple[str, ...]:
 #: the sweep axes, as PARAMS declares them
 AXIS_NAMES = tuple(p.name for p in PARAMS if p.axis)
 #: the axes the Fig. 4 figures (weightdyn.plots.fig4) hold fixed unless they draw them
-FIG4_AXES = _all_but(AXIS_NAMES, *DERIVED, *SEEDS)
+FIG4_AXES = _all_but(AXIS_NAMES, *sp.DERIVED, *SEEDS)
 #: the axes the SGF figures (weightdyn.plots.sgf) hold fixed unless they draw them
-SGF_AXES = _all_but(AXIS_NAMES, *DERIVED, "dynamics")
+SGF_AXES = _all_but(AXIS_NAMES, *sp.DERIVED, "dynamics")
 #: the axes the exact discrete-time figures (weightdyn.plots.discrete) hold fixed
 DISCRETE_FIXED = ("N", "sigma_eps2", "sampling", "dynamics", "init", "init_scale")
 
