@@ -252,7 +252,7 @@ def _view_data(
     a summary (``source`` of the figure) as it is (a list for several)."""
     if source != "cells":
         return parts[0] if len(parts) == 1 else parts
-    ds = xr.concat(parts, dim="cell", data_vars="all", join="outer") if len(parts) > 1 else parts[0]
+    ds = io.concat_cells(parts)
     keep = np.isin(ds["cell_id"].values, cells)
     _, first = np.unique(ds["cell_id"].values, return_index=True)
     keep &= np.isin(np.arange(ds.sizes["cell"]), first)

@@ -31,12 +31,12 @@ def run(block: dict) -> list:
 
 
 def merged(block: dict):
-    """The cells of ``block`` stacked as the merge rule does."""
+    """The cells of ``block`` merged by the merge rule's own code (io.merge_sweep)."""
     s = sweep.expand_sweep("t", block)
     exp = experiments.get(block["experiment"])
-    axes = [p for p in exp.axes if any(c.params.get(p.name) is not None for c in s.cells)]
-    coords = {p.name: ([c.params.get(p.name) for c in s.cells], p.attrs()) for p in axes}
-    return io.stack_cells(run(block), coords)
+    params = [c.params for c in s.cells]
+    ids = [c.id for c in s.cells]
+    return io.merge_sweep(exp, "t", run(block), params, ids, s.settings, history="test")
 
 
 def check_complete(ds) -> None:

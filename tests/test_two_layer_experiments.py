@@ -12,7 +12,7 @@ from weightdyn import experiments, io, sweep
 from weightdyn.experiments import ConfigError
 from weightdyn.two_layer import linalg
 from weightdyn.two_layer import theory as tl
-from weightdyn.two_layer.merged import cell_list, dynamics_groups
+from weightdyn.two_layer.merged import dynamics_groups
 
 EXP = experiments.get("two_layer")
 SMALL = {
@@ -207,7 +207,7 @@ def test_reproducible_and_seeded_by_dynamics(tiny_pair: xr.Dataset) -> None:
     b = run(TINY)
     xr.testing.assert_identical(a.drop_vars("elapsed_s"), b.drop_vars("elapsed_s"))
     assert "relax_acf" not in a
-    sgd, sgf = cell_list(tiny_pair)
+    sgd, sgf = io.cell_datasets(tiny_pair)
     # same data and W^0 (streams two_layer/data, two_layer/init), different chains
     for name in ("eig_cov1_eq66", "eig_cov2_exact_w0", "tau0_steps", "M_z_eq66"):
         np.testing.assert_array_equal(sgd[name].values, sgf[name].values)
@@ -218,7 +218,7 @@ def test_reproducible_and_seeded_by_dynamics(tiny_pair: xr.Dataset) -> None:
 def test_sgf_cell_agrees_with_the_linearisation(tiny_pair: xr.Dataset) -> None:
     """The SGF of Eqs. 51-52 has the same stationary state as SGD to the order of the
     linearisation: its local-protocol trace ratios are near 1 (loose: two short chains)."""
-    _, sgf = cell_list(tiny_pair)
+    _, sgf = io.cell_datasets(tiny_pair)
     assert str(sgf["dynamics"].values) == "sgf" and int(sgf["diverged"]) == 0
     assert 0.5 < float(sgf["tr_ratio_cov2_b"]) < 1.5
     assert 0.5 < float(sgf["tr_ratio_cov1_b"]) < 1.5
@@ -249,7 +249,7 @@ def test_figures_render(small_cell: xr.Dataset) -> None:
 
 def test_fig7_draws_the_sgf_curve_beside_sgd(tiny_pair: xr.Dataset) -> None:
     """Fig. 7 pairs the SGD cell with its SGF twin and draws the paper's dash-dotted curve."""
-    assert [sorted(g) for g in dynamics_groups(cell_list(tiny_pair))] == [["sgd", "sgf"]]
+    assert [sorted(g) for g in dynamics_groups(io.cell_datasets(tiny_pair))] == [["sgd", "sgf"]]
     for name in ("fig7a", "fig7b"):
         fig = EXP.figures[name].plot(tiny_pair)
         left = fig.axes[0]

@@ -33,6 +33,8 @@ from dataclasses import dataclass
 import numpy as np
 import xarray as xr
 
+from weightdyn import io
+
 PAPER = "000"
 #: the per-cell flags: fewer than 50 tau_int sampled (:mod:`weightdyn.observables`), and a
 #: sampling window that is not stationary (:mod:`weightdyn.stationarity`)
@@ -73,6 +75,7 @@ def _point_labels(da: xr.DataArray) -> np.ndarray:
             if coord.dims == (dim,)
             and np.unique(coord.values).size > 1
             and name not in ("cell_id", *FLAGS)
+            and not io.is_record(coord)
         ]
         if not coords and da.sizes[dim] > 1:
             coords = [None]

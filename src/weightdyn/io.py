@@ -221,6 +221,20 @@ def _padded(values: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     return out
 
 
+#: suffix of the per-cell length of a dimension whose length differs between cells (the merge)
+LENGTH = "_length"
+#: suffix of the per-cell values of a dimension coordinate that differs between cells (the merge)
+VALUES = "_values"
+#: per-cell names of the variables a cell lacks (the merge; only where the cells' sets differ)
+ABSENT = "absent_variables"
+#: attribute of a merged variable that is a (non-index) coordinate of the cells
+CELL_COORDINATE = "cell_coordinate"
+#: ``source`` of the padding record's variables
+RECORD = "the merge of the sweep's cells (weightdyn.io.stack_cells)"
+#: attribute of a merged variable whose padding changed the cells' common dtype (int8 -> float64)
+CELL_DTYPE = "cell_dtype"
+
+
 def stack_cells(
     datasets: Sequence[xr.Dataset],
     coords: Mapping[str, tuple[Sequence[object], Mapping[str, str]]],
@@ -233,9 +247,15 @@ def stack_cells(
     cells times the largest cell, never with the product of the axes' values. A variable a cell
     lacks is NaN there. A dimension coordinate (``mode``, ``t``) stays a coordinate if every
     cell's values are the start of the longest cell's (``mode`` = 0 .. N-1); otherwise it
-    becomes the variable ``<dim>_values`` with dims
-    ``(cell, <dim>)``. ``coords`` gives the per-cell coordinates (one value per dataset, with
-    their attributes), e.g. one per sweep axis.
+    becomes the variable ``<dim>_values`` with dims ``(cell, <dim>)``. A cell's other
+    coordinates become variables with the attribute ``cell_coordinate``. ``coords`` gives the
+    per-cell coordinates (one value per dataset, with their attributes), e.g. one per sweep
+    axis.
+
+    The padding is recorded (:func:`padding_record`) so that :func:`cell_dataset` gives each
+    cell back as it was: ``<dim>_length`` per ragged dimension and ``absent_variables``
+    (coordinates along ``cell``), and the ``cell_dtype`` attribute of a variable the padding
+    turned from int (or bool) to float.
     """
     n = len(datasets)
     if n == 0:
@@ -245,45 +265,168 @@ def stack_cells(
         for dim, size in ds.sizes.items():
             sizes[dim] = max(sizes.get(dim, 0), size)
     index_names = {name for ds in datasets for name in ds.indexes}
-    variables: dict[str, tuple[tuple[str, ...], dict]] = {}
+    variables: dict[str, xr.Variable] = {}
     for ds in datasets:
         for name, var in ds.variables.items():
             if name not in variables and name not in index_names:
-                variables[name] = (var.dims, dict(var.attrs))
-    out_vars: dict[str, tuple] = {}
-    for name, (dims, attrs_) in variables.items():
-        shape = tuple(sizes[d] for d in dims)
-        stacked = [
-            _padded(ds.variables[name].values, shape)
-            if name in ds.variables and ds.variables[name].dims == dims
-            else np.full(shape, np.nan)
-            for ds in datasets
-        ]
-        out_vars[name] = (("cell", *dims), _common_stack(stacked), attrs_)
-    out_coords: dict[str, tuple] = {}
+                variables[name] = var
+    out_vars: dict[str, xr.Variable] = {}
+    out_coords: dict[str, xr.Variable] = {}
+    for name, first in variables.items():
+        cells = [_same_dims(ds, name, first.dims) for ds in datasets]
+        out_vars[name] = _stacked(cells, tuple(sizes[d] for d in first.dims), first)
+        if any(name in ds.coords for ds in datasets):
+            out_vars[name].attrs[CELL_COORDINATE] = "yes"
     for dim in sorted(index_names):
-        first = next(ds for ds in datasets if dim in ds.indexes)
-        values = [ds[dim].values if dim in ds.indexes else None for ds in datasets]
-        attrs_ = dict(first[dim].attrs)
-        longest = max((v for v in values if v is not None), key=len)
-        if all(v is not None and np.array_equal(v, longest[: len(v)]) for v in values):
-            out_coords[dim] = ((dim,), longest, attrs_)  # e.g. mode = 0 .. N-1 of each cell
+        values = [ds.variables[dim] if dim in ds.indexes else None for ds in datasets]
+        first = next(v for v in values if v is not None)
+        longest = max((v.values for v in values if v is not None), key=len)
+        if all(v is not None and np.array_equal(v.values, longest[: v.size]) for v in values):
+            out_coords[dim] = xr.Variable((dim,), longest, first.attrs)  # mode = 0 .. N-1
         else:
-            shape = (sizes[dim],)
-            filled = [
-                _padded(v, shape) if v is not None else np.full(shape, np.nan) for v in values
-            ]
-            out_vars[f"{dim}_values"] = (("cell", dim), _common_stack(filled), attrs_)
+            out_vars[f"{dim}{VALUES}"] = _stacked(values, (sizes[dim],), first)
+    record = padding_record(datasets, [*variables, *index_names], sizes)
+    clash = sorted((set(record) | set(out_vars) - set(variables)) & set(variables))
+    if clash:
+        raise ValueError(f"stack_cells: the cells' variables {clash} clash with the merge's")
+    out_coords.update(record)
     for name, (values, attrs_) in coords.items():
         if len(values) != n:
             raise ValueError(f"stack_cells: coordinate {name!r} has {len(values)} values for {n}")
-        out_coords[name] = (("cell",), np.asarray(list(values)), dict(attrs_))
-    merged = xr.Dataset(
-        {k: xr.Variable(*v) for k, v in out_vars.items()},
-        coords={k: xr.Variable(*v) for k, v in out_coords.items()},
+        out_coords[name] = xr.Variable(("cell",), np.asarray(list(values)), dict(attrs_))
+    return xr.Dataset(out_vars, coords=out_coords, attrs=dict(attrs_out or {}))
+
+
+def _same_dims(ds: xr.Dataset, name: str, dims: tuple[str, ...]) -> xr.Variable | None:
+    """The variable ``name`` of one cell (None if it lacks it); ValueError if its dimensions
+    differ from ``dims`` (another cell's)."""
+    var = ds.variables.get(name)
+    if var is not None and var.dims != dims:
+        raise ValueError(f"stack_cells: {name!r} has dimensions {var.dims} and {dims} in two cells")
+    return var
+
+
+def _stacked(
+    cells: Sequence[xr.Variable | None], shape: tuple[int, ...], first: xr.Variable
+) -> xr.Variable:
+    """One variable of every cell (None: the cell lacks it, NaN) padded to ``shape`` and stacked
+    along ``cell``, with ``first``'s dimensions and attributes and, where the padding changed
+    the cells' common dtype, the ``cell_dtype`` attribute."""
+    arrays = [_padded(v.values, shape) if v is not None else np.full(shape, np.nan) for v in cells]
+    values = _common_stack(arrays)
+    attrs_ = dict(first.attrs)
+    dtypes = {v.dtype for v in cells if v is not None}
+    (dtype,) = dtypes if len(dtypes) == 1 else (values.dtype,)
+    if dtype != values.dtype and dtype.kind not in "OUS":
+        attrs_[CELL_DTYPE] = str(dtype)
+    return xr.Variable(("cell", *first.dims), values, attrs_)
+
+
+def padding_record(
+    datasets: Sequence[xr.Dataset], names: Iterable[str], sizes: Mapping[str, int]
+) -> dict[str, xr.Variable]:
+    """What :func:`stack_cells` pads, per cell (coordinates along ``cell``): ``<dim>_length``
+    (int) for each dimension of ``sizes`` whose length differs between the cells (0 where a
+    cell lacks it), and ``absent_variables`` (the space-separated ``names`` a cell lacks; ""
+    for none) if some cell lacks one."""
+    out = {}
+    for dim in sizes:
+        lengths = np.array([ds.sizes.get(dim, 0) for ds in datasets], dtype=np.int64)
+        if np.unique(lengths).size > 1:
+            long_name = f"length of dimension {dim} in each cell (the rest is padding)"
+            out[f"{dim}{LENGTH}"] = xr.Variable(("cell",), lengths, attrs(long_name, "1", RECORD))
+    absent = [" ".join(sorted(str(n) for n in names if n not in ds.variables)) for ds in datasets]
+    if any(absent):
+        long_name = "variables the cell does not have (NaN in the merge)"
+        out[ABSENT] = xr.Variable(
+            ("cell",), np.array(absent, dtype=str), attrs(long_name, "1", RECORD)
+        )
+    return out
+
+
+def cell_dataset(ds: xr.Dataset, i: int) -> xr.Dataset:
+    """Cell ``i`` of a merged dataset (:func:`stack_cells`) exactly as the cell wrote it: its
+    variables with their dimensions, lengths, values and dtypes, its coordinates, and the
+    per-cell coordinates of the merge (the sweep axes, ``cell_id``) as scalar coordinates; the
+    padding record (:func:`padding_record`) is dropped. A dataset without a ``cell`` dimension
+    is one cell (``i`` = 0) and comes back as it is."""
+    if "cell" not in ds.dims:
+        if i != 0:
+            raise IndexError(f"cell_dataset: a dataset of one cell has no cell {i}")
+        return ds
+    cell = ds.isel(cell=i)
+    lengths = {
+        str(name).removesuffix(LENGTH): int(var.values)
+        for name, var in cell.coords.items()
+        if is_record(var) and name != ABSENT
+    }
+    for name in [str(n) for n in cell.data_vars if str(n).endswith(VALUES)]:
+        dim = name.removesuffix(VALUES)
+        if dim in ds.dims and dim not in ds.variables and cell[name].dims == (dim,):
+            cell = cell.drop_vars(name).assign_coords({dim: cell[name].variable})
+    absent = str(cell[ABSENT].values).split() if ABSENT in cell.coords else []
+    record = [f"{dim}{LENGTH}" for dim in lengths] + ([ABSENT] if ABSENT in cell else [])
+    cell = cell.drop_vars([*record, *(n for n in absent if n in cell.variables)])
+    cell = cell.isel({dim: slice(0, n) for dim, n in lengths.items() if dim in cell.dims})
+    return _typed(cell)
+
+
+def _typed(cell: xr.Dataset) -> xr.Dataset:
+    """One cell of a merge with the dtypes (``cell_dtype``) and coordinates
+    (``cell_coordinate``) of the cell's variables restored and those attributes dropped."""
+    marked = [n for n, v in cell.variables.items() if {CELL_DTYPE, CELL_COORDINATE} & set(v.attrs)]
+    for name in marked:
+        var = cell.variables[name]
+        attrs_ = {k: v for k, v in var.attrs.items() if k not in (CELL_DTYPE, CELL_COORDINATE)}
+        values = var.values.astype(var.attrs.get(CELL_DTYPE, var.dtype))
+        restored = xr.Variable(var.dims, values, attrs_)
+        if name in cell.coords or CELL_COORDINATE in var.attrs:
+            cell = cell.drop_vars(name).assign_coords({name: restored})
+        else:
+            cell[name] = restored
+    return cell
+
+
+def is_record(var: xr.Variable | xr.DataArray) -> bool:
+    """Whether ``var`` is part of a merge's padding record (:func:`padding_record`): a
+    coordinate along ``cell`` that is no sweep axis."""
+    return var.attrs.get("source") == RECORD
+
+
+def cell_datasets(ds: xr.Dataset) -> list[xr.Dataset]:
+    """Every cell of a merged dataset (:func:`cell_dataset`), in order; a dataset without a
+    ``cell`` dimension is one cell."""
+    return [cell_dataset(ds, i) for i in range(ds.sizes.get("cell", 1))]
+
+
+def concat_cells(parts: Sequence[xr.Dataset]) -> xr.Dataset:
+    """Merged datasets (:func:`stack_cells`) as one, their cells one after the other: every
+    cell given back (:func:`cell_datasets`) and stacked again, so that the padding record
+    holds for the whole; the per-cell coordinates (sweep axes, ``cell_id``) kept (a part
+    without one: NaN, "" for strings), the attributes of the first part."""
+    if len(parts) == 1:
+        return parts[0]
+    per_cell = (
+        str(n)
+        for p in parts
+        for n, c in p.coords.items()
+        if c.dims == ("cell",) and not is_record(c)
     )
-    merged.attrs = dict(attrs_out or {})
-    return merged
+    names = list(dict.fromkeys(per_cell))
+    cells: list[xr.Dataset] = []
+    values: dict[str, list[object]] = {n: [] for n in names}
+    for part in parts:
+        for cell in cell_datasets(part):
+            cells.append(cell.drop_vars([n for n in names if n in cell.coords]))
+            for n in names:
+                values[n].append(cell[n].values.item() if n in cell.coords else None)
+    coords = {}
+    for n in names:
+        given = np.asarray([v for v in values[n] if v is not None])
+        fill = _fill_value(given.dtype)
+        attrs_ = next(p[n].attrs for p in parts if n in p.coords)
+        coords[n] = ([fill if v is None else v for v in values[n]], attrs_)
+    return stack_cells(cells, coords, parts[0].attrs)
 
 
 def _common_stack(arrays: Sequence[np.ndarray]) -> np.ndarray:

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from weightdyn import io
 from weightdyn.agreement import Agreement, agreement
 from weightdyn.experiments import (
     REQUIRED,
@@ -159,35 +160,34 @@ def resources(params: Params, attempt: int) -> dict[str, int]:
 
 # ---------------------------------------------------------------------------- agreement
 
-AXES = ("depth", "width", "activation", "teacher", "start", "P", "noise", "lr", "batch_size",
-        "sampling", "init", "init_scale", "data_seed", "N_i", "N_o")  # fmt: skip
-
-
-def _parts(ds: xr.Dataset) -> list[xr.Dataset]:
-    return [ds] if "cell" not in ds.dims else [ds.isel(cell=k) for k in range(ds.sizes["cell"])]
-
 
 def cells_of(ds: xr.Dataset) -> list[xr.Dataset]:
-    """Cells of a merged sweep (or the one cell of a bare file) that passed their checks,
-    with the padding of shorter spectra dropped."""
-    ok = [c for c in _parts(ds) if int(c["status"]) == 0]
-    return [c.dropna("mode", how="all", subset=["eig_sgd"]) for c in ok]
+    """Cells of a merged sweep (or the one cell of a bare file) that passed their checks, each
+    as it was written (:func:`weightdyn.io.cell_datasets`)."""
+    return [c for c in io.cell_datasets(ds) if int(c["status"]) == 0]
 
 
 def flagged_cells(ds: xr.Dataset) -> list[str]:
     """``"<cell>: <status>"`` for every cell that failed a check (:data:`cell.STATUS`)."""
-    parts = _parts(ds)
+    parts = io.cell_datasets(ds)
     return [f"{cell_text(c, parts) or 'cell'}: {cell.STATUS[int(c['status'])]}"
             for c in parts if int(c["status"]) != 0]  # fmt: skip
 
 
+def sweep_axes(ds: xr.Dataset) -> list[str]:
+    """The sweep axes of a merged file or one of its cells (its ``sweep_axes`` attribute, in
+    the order the experiment declares them; none for a bare cell file)."""
+    return ds.attrs.get("sweep_axes", "").split()
+
+
 def cell_text(c: xr.Dataset, cells: list[xr.Dataset]) -> str:
-    """``axis=value, ...`` for the axes in which ``c`` differs from the other ``cells``."""
+    """``axis=value, ...`` for the sweep axes (:func:`sweep_axes`) in which ``c`` differs from
+    the other ``cells``."""
 
     def val(x: xr.Dataset, a: str) -> str:
         return str(x[a].values.item()) if a in x.coords else ""
 
-    varying = [a for a in AXES if len({val(x, a) for x in cells}) > 1]
+    varying = [a for a in sweep_axes(c) if len({val(x, a) for x in cells}) > 1]
     return ", ".join(f"{a}={val(c, a)}" for a in varying)
 
 

@@ -11,6 +11,8 @@ import matplotlib as mpl
 import numpy as np
 import xarray as xr
 
+from weightdyn import experiments
+
 mpl.use("Agg")
 
 import matplotlib.pyplot as plt
@@ -58,6 +60,11 @@ def save(fig: plt.Figure, paths: Sequence[str], dpi: int = 200) -> None:
         for path in paths:
             fig.savefig(path, dpi=dpi)
     plt.close(fig)
+
+
+def declared_axes(experiment: str, without: Sequence[str] = ()) -> tuple[str, ...]:
+    """The sweep axes ``experiment`` declares (``Param(axis=True)``), in order, but ``without``."""
+    return tuple(p.name for p in experiments.get(experiment).axes if p.name not in without)
 
 
 def require_one_value(

@@ -21,15 +21,19 @@ from matplotlib.axis import Axis
 from matplotlib.ticker import FuncFormatter
 
 from weightdyn.plots.common import (
+    declared_axes,
     require_one_value,
     require_variables,
     styled,
 )
 from weightdyn.plots.errorbars import ErrorBars, se_text
+from weightdyn.single_layer.params import DERIVED
 
 __all__ = ["fig_divergence_lr", "fig_spectra_at_max_stable_lr", "fig_trace_vs_lr"]
 
 FIXED = ("N", "sigma_eps2", "sampling")
+#: the axes the figures draw along (the cells unstacked onto them); every other sweep axis but
+#: the derived ones (p_over_n = P/N) takes one value
 GRID = ("N", "P", "sigma_eps2", "lr", "batch_size", "sampling", "data_seed")
 MARKERS = ("o", "s", "^", "D", "v")
 LINESTYLES = ("-", "--", "-.", ":")
@@ -38,7 +42,7 @@ SIM = {"ms": 3.5, "capsize": 2, "lw": 0, "elinewidth": 1}
 
 def _grid(ds: xr.Dataset, figure: str) -> xr.Dataset:
     """The SGD cells of a merged sweep unstacked onto the GRID axes (NaN where no cell is)."""
-    require_one_value(ds, GRID, figure, ("dynamics", "init", "init_scale"))
+    require_one_value(ds, GRID, figure, declared_axes("single_layer", DERIVED))
     require_variables(ds, ("eig_M_sgd", "diverged"), figure, " (these figures need SGD cells)")
     if "dynamics" in ds.coords and str(ds["dynamics"].values[0]) != "sgd":
         raise ValueError(f"{figure}: dynamics is {ds['dynamics'].values[0]!r}; allowed: 'sgd'")

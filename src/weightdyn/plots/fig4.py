@@ -16,18 +16,20 @@ import xarray as xr
 from matplotlib.ticker import NullFormatter
 
 from weightdyn.plots.common import (
+    declared_axes,
     mean_over_seeds,
     require_one_value,
     require_variables,
     styled,
 )
 from weightdyn.plots.errorbars import ErrorBars, se_text
+from weightdyn.single_layer.params import DERIVED
 
 #: losses below this are round-off zeros (interpolation) and are left out of log axes
 ROUNDOFF_LOSS = 1e-12
 SIM = {"marker": "o", "ms": 3.5, "capsize": 2, "lw": 0, "elinewidth": 1}
-#: axes of the single-layer experiment that a figure may hold fixed (data_seed is averaged)
-AXES = ("N", "P", "sigma_eps2", "lr", "batch_size", "sampling", "dynamics", "init", "init_scale")
+#: axes the figures average over (data sets)
+AVERAGED = ("data_seed",)
 SIMULATED = ("var_w_sgd", "eig_M_sgd")
 NO_SIM = " (a sweep with dynamics: none is theory only)"
 
@@ -35,10 +37,16 @@ NO_SIM = " (a sweep with dynamics: none is theory only)"
 METHODS = {"sgd": "SGD", "sgf_additive": "SGF add.", "sgf_multiplicative": "SGF mult."}
 
 
+def _axes() -> tuple[str, ...]:
+    """The sweep axes of the ``single_layer`` experiment a figure holds fixed unless it draws
+    them: all it declares but the derived (p_over_n) and averaged (data_seed) ones."""
+    return declared_axes("single_layer", (*DERIVED, *AVERAGED))
+
+
 def _checked(ds: xr.Dataset, free: Sequence[str], figure: str, simulated: bool) -> xr.Dataset:
     """The cells, refused if an axis outside ``free`` varies or if simulated values are needed
     and the cells have none."""
-    require_one_value(ds, free, figure, AXES)
+    require_one_value(ds, free, figure, _axes())
     if simulated:
         require_variables(ds, SIMULATED, figure, NO_SIM)
     return ds
@@ -70,7 +78,7 @@ def _title(sel: xr.Dataset, fixed: Sequence[str]) -> str:
 def _simulated_and_theory(ds: xr.Dataset) -> tuple[xr.Dataset, xr.Dataset]:
     """(simulated cells, all cells) of a Fig. 4a view: the SGD cells and the theory-only cells
     (``dynamics: none``, e.g. more data sets) that only add to the data-set average of Eq. 30."""
-    require_one_value(ds, ("N", "dynamics"), "variance_vs_size", AXES)
+    require_one_value(ds, ("N", "dynamics"), "variance_vs_size", _axes())
     require_variables(ds, SIMULATED, "variance_vs_size", NO_SIM)
     dynamics = ds["dynamics"].values if "dynamics" in ds.coords else np.full(ds.sizes["cell"], "")
     if np.unique(dynamics[dynamics != "none"]).size > 1:

@@ -7,9 +7,10 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import xarray as xr
 
+from weightdyn import experiments, io
 from weightdyn.plots.common import styled
 from weightdyn.plots.errorbars import errorbar, state_bars
-from weightdyn.plots.relaxation import cell_title, cell_value, split_cells
+from weightdyn.plots.relaxation import cell_title, cell_value
 
 __all__ = ["fig_gbm"]
 
@@ -23,20 +24,23 @@ _NEED = (
     "mean_discrete",
     "var_discrete",
 )
-_AXES = (
-    ("P", "P"),
-    ("lr", r"\lambda"),
-    ("batch_size", "S"),
-    ("wbar0", r"\bar w(0)"),
-    ("data_seed", r"\mathrm{seed}"),
-)
+#: TeX symbol of each axis the figure labels (an axis without one, sampling, is not labelled)
+_SYMBOLS = {"P": "P", "lr": r"\lambda", "batch_size": "S", "wbar0": r"\bar w(0)",
+            "data_seed": r"\mathrm{seed}"}  # fmt: skip
+
+
+def _axes() -> list[tuple[str, str]]:
+    """(axis, TeX symbol) of the ``gbm`` experiment's declared axes that have a symbol."""
+    names = [p.name for p in experiments.get("gbm").axes]
+    return [(a, _SYMBOLS[a]) for a in names if a in _SYMBOLS]
 
 
 def _varying(cells: list[xr.Dataset]) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     """The axes whose values differ between the cells (curve labels) and those shared (title)."""
-    values = {key: {str(cell_value(c, key)) for c in cells} for key, _ in _AXES}
-    varying = [(k, s) for k, s in _AXES if len(values[k]) > 1 or k in ("lr", "batch_size")]
-    shared = [(k, s) for k, s in _AXES if (k, s) not in varying and k not in ("data_seed",)]
+    axes = _axes()
+    values = {key: {str(cell_value(c, key)) for c in cells} for key, _ in axes}
+    varying = [(k, s) for k, s in axes if len(values[k]) > 1 or k in ("lr", "batch_size")]
+    shared = [(k, s) for k, s in axes if (k, s) not in varying and k not in ("data_seed",)]
     return varying, shared
 
 
@@ -74,7 +78,7 @@ def fig_gbm(ds: xr.Dataset) -> plt.Figure:
     and the axes that differ between cells; the shared ones go into the title. Left panel: mean
     (linear); right panel: variance (log).
     """
-    cells = split_cells(ds)
+    cells = io.cell_datasets(ds)
     for cell in cells:
         missing = [n for n in _NEED if n not in cell.variables]
         if missing:

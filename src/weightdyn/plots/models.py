@@ -17,7 +17,7 @@ import numpy as np
 import xarray as xr
 from matplotlib.ticker import LogFormatterSciNotation, LogLocator, MaxNLocator
 
-from weightdyn.models.experiment import AXES, cell_text, cells_of, flagged_cells
+from weightdyn.models.experiment import cell_text, cells_of, flagged_cells, sweep_axes
 from weightdyn.plots.common import styled
 from weightdyn.plots.errorbars import errorbar, state_bars
 
@@ -82,7 +82,7 @@ def _no_cells(ds: xr.Dataset) -> plt.Figure | None:
         return None
     if "cell" not in ds.dims or ds.sizes["cell"] == 1:  # name the one cell by its coordinates
         c = ds.isel(cell=0) if "cell" in ds.dims else ds
-        where = ", ".join(f"{a}={c[a].values.item()}" for a in AXES if a in c.coords)
+        where = ", ".join(f"{a}={c[a].values.item()}" for a in sweep_axes(ds) if a in c.coords)
         return _message(f"cell {where}\nflagged: {flagged_cells(ds)[0].split(': ')[-1]}")
     return _message("no cell passed its checks:\n" + "\n".join(flagged_cells(ds)))
 
@@ -191,7 +191,6 @@ def ivfr(ds: xr.Dataset) -> plt.Figure:
     cells = cells_of(ds)
     panels = [("", r"on range$(H)$: $\mu_i$ of $M$")]
     if all("layer_eig_sgd" in c for c in cells):
-        cells = [c.dropna("layer_mode", how="all", subset=["layer_eig_sgd"]) for c in cells]
         panels.append(("layer_", r"output layer $W_L$ (Fig. 7a's cov(vec $\delta W_2$))"))
     fig, axes = plt.subplots(1, len(panels), figsize=(5.0 * len(panels) + 1.0, 4.4),
                              layout="constrained", squeeze=False)  # fmt: skip

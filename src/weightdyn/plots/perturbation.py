@@ -13,9 +13,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 import xarray as xr
 
+from weightdyn import io
 from weightdyn.plots.common import styled
 from weightdyn.plots.errorbars import JACKKNIFE, ErrorBars
-from weightdyn.plots.relaxation import cell_title, cell_value, split_cells
+from weightdyn.plots.relaxation import cell_title, cell_value
 from weightdyn.single_layer.perturbation import TABLE1_PAPER
 
 __all__ = ["fig5", "fig5a", "fig5b", "table1"]
@@ -138,7 +139,7 @@ def fig5a(
     enough for the drawn points (at least 25%). With several cells a last panel compares them
     at the largest theta, one colour per P/N.
     """
-    cells = split_cells(ds)
+    cells = io.cell_datasets(ds)
     if any(_correlated(c) for c in cells):
         raise ValueError("fig5a draws i.i.d.-input cells; these are correlated-input cells (fig5b)")
     fig, panels, (last,) = _panels(len(cells), extra=len(cells) > 1)
@@ -236,7 +237,7 @@ def fig5b(ds: xr.Dataset, theta: float | None = None, realisation: int | None = 
     Symbols with error bars: mean +- 1 s.e. over data sets; thin line: the single data set
     ``realisation`` (None: not drawn); dashed: the i.i.d. prediction sigma_x^2 / 2.
     """
-    cells = split_cells(ds)
+    cells = io.cell_datasets(ds)
     if not all(_correlated(c) for c in cells):
         raise ValueError("fig5b draws correlated-input cells; these are i.i.d.-input cells (fig5a)")
     fig, panels, _ = _panels(len(cells), extra=False)
@@ -253,7 +254,7 @@ def fig5b(ds: xr.Dataset, theta: float | None = None, realisation: int | None = 
 
 def fig5(ds: xr.Dataset, **options) -> plt.Figure:
     """Fig. 5a for i.i.d.-input cells, Fig. 5b for correlated-input cells."""
-    correlated = [_correlated(c) for c in split_cells(ds)]
+    correlated = [_correlated(c) for c in io.cell_datasets(ds)]
     if any(correlated) and not all(correlated):
         raise ValueError("fig5: the cells mix i.i.d. and correlated inputs; draw them apart")
     return (fig5b if all(correlated) else fig5a)(ds, **options)
@@ -330,7 +331,7 @@ def table1(ds: xr.Dataset) -> plt.Figure:
     ``var_w_theory``, flags ``overparameterised`` and ``agrees_*``) with the axis values N, P,
     sigma_eps2. Theory values in parentheses; "agrees": all three statements hold.
     """
-    rows = [_table1_row(cell) for cell in split_cells(ds)]
+    rows = [_table1_row(cell) for cell in io.cell_datasets(ds)]
     lines = [max(text.count("\n") + 1 for text in row) for row in rows]
     header_lines = 3
     unit = 0.16  # inches per text line

@@ -1,7 +1,7 @@
 """Paper 000 Fig. 3: relaxation of the Hessian modes z_k(t) and of the loss under SGD (Eq. 27).
 
 Figure functions take a merged sweep (cells along ``cell``, one coordinate per axis) or one cell's
-dataset; :func:`split_cells` gives the cells one by one with their padding removed.
+dataset; :func:`weightdyn.io.cell_datasets` gives the cells one by one as they were written.
 """
 
 from __future__ import annotations
@@ -12,34 +12,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 import xarray as xr
 
+from weightdyn import io
 from weightdyn.plots.common import styled
 from weightdyn.plots.errorbars import ErrorBars
 
-__all__ = ["cell_title", "cell_value", "fig3", "split_cells"]
-
-
-def split_cells(ds: xr.Dataset) -> list[xr.Dataset]:
-    """The cells of a merged dataset, each as its own dataset (a dataset without a ``cell``
-    dimension is one cell).
-
-    A per-cell dimension coordinate that :func:`weightdyn.io.stack_cells` stored as
-    ``<dim>_values`` (e.g. ``t`` = lr * step) becomes the cell's coordinate again, and the
-    NaN padding of every dimension is dropped; the axis values stay as scalar coordinates.
-    """
-    if "cell" not in ds.dims:
-        return [ds]
-    out = []
-    for k in range(ds.sizes["cell"]):
-        cell = ds.isel(cell=k)
-        for name in [v for v in cell.data_vars if v.endswith("_values")]:
-            dim = name.removesuffix("_values")
-            if cell[name].dims == (dim,):
-                values = cell[name]
-                cell = cell.drop_vars(name).assign_coords({dim: (dim, values.values, values.attrs)})
-        for dim in list(cell.dims):
-            cell = cell.dropna(dim, how="all")
-        out.append(cell)
-    return out
+__all__ = ["cell_title", "cell_value", "fig3"]
 
 
 def cell_value(ds: xr.Dataset, key: str) -> object | None:
@@ -212,7 +189,7 @@ def fig3(ds: xr.Dataset, modes: Sequence[int] = (0, 10, 20)) -> plt.Figure:
     ``ds`` holds :func:`weightdyn.single_layer.relaxation.relaxation_dataset` cells (merged along
     ``cell`` or one cell). Modes beyond a cell's N are skipped.
     """
-    cells = split_cells(ds)
+    cells = io.cell_datasets(ds)
     shown = [int(k) for k in modes if int(k) < min(c.sizes["mode"] for c in cells)]
     fig = plt.figure(figsize=(3.0 * (len(shown) + 1), 3.3 * len(cells) + 0.6), layout="constrained")
     rows = fig.subfigures(len(cells), 1, squeeze=False)[:, 0]

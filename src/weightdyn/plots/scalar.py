@@ -22,6 +22,7 @@ import xarray as xr
 from matplotlib.lines import Line2D
 from matplotlib.ticker import NullLocator
 
+from weightdyn import io
 from weightdyn.io import format_number
 from weightdyn.plots.common import styled
 from weightdyn.plots.errorbars import ErrorBars
@@ -81,7 +82,11 @@ def _checked(ds: xr.Dataset, y: str, x: str, hue: str | None) -> None:
     scalars = sorted(str(n) for n, v in ds.data_vars.items() if v.dims == ("cell",))
     if y not in ds.data_vars or ds[y].dims != ("cell",):
         raise ValueError(f"scalar: y = {y!r} is not a per-cell scalar variable; allowed: {scalars}")
-    axes = [str(n) for n, c in ds.coords.items() if c.dims == ("cell",) and n != "cell_id"]
+    axes = [
+        str(n)
+        for n, c in ds.coords.items()
+        if c.dims == ("cell",) and n != "cell_id" and not io.is_record(c)
+    ]
     if hue == x:
         raise ValueError(f"scalar: hue = {hue!r} is x; allowed: another axis of {axes}")
     for key, axis in (("x", x), ("hue", hue)):

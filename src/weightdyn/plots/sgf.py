@@ -14,11 +14,13 @@ import xarray as xr
 from matplotlib.ticker import NullLocator
 
 from weightdyn.plots.common import (
+    declared_axes,
     require_one_value,
     require_variables,
     styled,
 )
 from weightdyn.plots.errorbars import ErrorBars, se_text
+from weightdyn.single_layer.params import DERIVED
 
 __all__ = ["dynamics_spectra", "dynamics_vs_lr"]
 
@@ -28,7 +30,6 @@ DYNAMICS = {
     "sgf_additive": ("SGF additive", "C1", "s"),
     "sgf_multiplicative": ("SGF multiplicative", "C2", "^"),
 }
-AXES = ("N", "P", "sigma_eps2", "lr", "batch_size", "sampling", "data_seed", "init", "init_scale")
 NEEDED = ("eig_M_sgd", "eig_M_sgd_se", "var_w_sgd_wstar", "var_w_sgd_wstar_se")
 
 
@@ -40,7 +41,7 @@ def _require(ds: xr.Dataset, names: Sequence[str], figure: str) -> None:
 
 def _simulated(ds: xr.Dataset, free: Sequence[str], figure: str) -> list[tuple[str, xr.Dataset]]:
     """(dynamics, its cells) for every simulated dynamics of a merged sweep, in DYNAMICS order."""
-    require_one_value(ds, free, figure, AXES)
+    require_one_value(ds, free, figure, declared_axes("single_layer", DERIVED))
     require_variables(ds, NEEDED, figure, " (a sweep with dynamics: none is theory only)")
     dynamics = ds["dynamics"].values
     return [

@@ -21,9 +21,10 @@ import xarray as xr
 from matplotlib.colors import TwoSlopeNorm
 from matplotlib.ticker import MaxNLocator, NullFormatter
 
+from weightdyn import io
 from weightdyn.plots.common import styled
 from weightdyn.plots.errorbars import errorbar, state_bars
-from weightdyn.two_layer.merged import cell_list, dynamics_groups, is_diverged, one_cell, value
+from weightdyn.two_layer.merged import dynamics_groups, is_diverged, one_cell, value
 
 __all__ = ["fig6a", "fig6bc", "fig7a", "fig7b", "fig_drift", "fig_relaxation"]
 
@@ -229,7 +230,7 @@ def _rows(ds: xr.Dataset) -> list[tuple[xr.Dataset, xr.Dataset | None, xr.Datase
     """(reference cell, SGD cell, SGF cell) per group of cells differing only in dynamics;
     the reference (theory lines, title) is the SGD cell if there is one. Diverged cells are
     left out."""
-    ok = [c for c in cell_list(ds) if not is_diverged(c)]
+    ok = [c for c in io.cell_datasets(ds) if not is_diverged(c)]
     rows = []
     for group in dynamics_groups(ok):
         sgd, sgf = group.get("sgd"), group.get("sgf")

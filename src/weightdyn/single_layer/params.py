@@ -16,6 +16,8 @@ POSITIVE = {"minimum": 0, "exclusive_minimum": True}
 N = Param("N", int, REQUIRED, "number of inputs N (weights)", axis=True, minimum=1)
 P = Param("P", int, None, "number of training samples P", axis=True, minimum=1)
 P_OVER_N = Param("p_over_n", float, None, "sample ratio P/N", axis=True, **POSITIVE)
+#: the axes the others fix (P = p_over_n N): a figure draws them with those, never holds them
+DERIVED = (P_OVER_N.name,)
 SIGMA_EPS2 = Param(
     "sigma_eps2", float, 0.25, "label-noise variance sigma_eps^2", axis=True, minimum=0
 )

@@ -397,18 +397,21 @@ def _agreement(ds: xr.Dataset, label: str) -> list[Agreement]:
 
 #: axes averaged over by the figures that average data sets
 SEEDS = ("data_seed",)
-#: the axes the Fig. 4 figures (weightdyn.plots.fig4) hold fixed unless they draw them
-FIG4_AXES = ("N", "P", "sigma_eps2", "lr", "batch_size", "sampling", "dynamics", "init",
-             "init_scale")  # fmt: skip
-#: the axes the SGF figures (weightdyn.plots.sgf) hold fixed unless they draw them
-SGF_AXES = (*FIG4_AXES[:6], "data_seed", "init", "init_scale")
-#: the axes the exact discrete-time figures (weightdyn.plots.discrete) hold fixed
-DISCRETE_FIXED = ("N", "sigma_eps2", "sampling", "dynamics", "init", "init_scale")
 
 
 def _all_but(axes: tuple[str, ...], *drawn: str) -> tuple[str, ...]:
     """The axes of ``axes`` a figure holds fixed: all but those it draws."""
     return tuple(a for a in axes if a not in drawn)
+
+
+#: the sweep axes, as PARAMS declares them
+AXIS_NAMES = tuple(p.name for p in PARAMS if p.axis)
+#: the axes the Fig. 4 figures (weightdyn.plots.fig4) hold fixed unless they draw them
+FIG4_AXES = _all_but(AXIS_NAMES, *sp.DERIVED, *SEEDS)
+#: the axes the SGF figures (weightdyn.plots.sgf) hold fixed unless they draw them
+SGF_AXES = _all_but(AXIS_NAMES, *sp.DERIVED, "dynamics")
+#: the axes the exact discrete-time figures (weightdyn.plots.discrete) hold fixed
+DISCRETE_FIXED = ("N", "sigma_eps2", "sampling", "dynamics", "init", "init_scale")
 
 
 FIGURES = {

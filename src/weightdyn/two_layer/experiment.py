@@ -25,6 +25,7 @@ from typing import Any
 
 import xarray as xr
 
+from weightdyn import io
 from weightdyn import resources as requests
 from weightdyn.agreement import Agreement, agreement
 from weightdyn.experiments import (
@@ -42,7 +43,7 @@ from weightdyn.io import attrs
 from weightdyn.two_layer import protocol
 from weightdyn.two_layer.cell_dataset import cell_dataset, diverged_dataset
 from weightdyn.two_layer.data import TARGET_KINDS
-from weightdyn.two_layer.merged import cell_label, cell_list, dynamics_groups, is_diverged, value
+from weightdyn.two_layer.merged import cell_label, dynamics_groups, is_diverged, value
 from weightdyn.two_layer.simulate import SAMPLING_MODES
 
 plots = LazyPlots("weightdyn.plots.two_layer")
@@ -207,7 +208,7 @@ def agreement_rows(ds: xr.Dataset, label: str) -> list[Agreement]:
     """Rows of every cell of a merged two-layer sweep, named ``<label> [<cell>] <figure>``
     (``<cell>``: the axes in which the cell differs from the sweep's other cells), plus SGD vs
     SGF where a cell has its SGF twin. Diverged cells have no rows."""
-    cells = [c for c in cell_list(ds) if not is_diverged(c)]
+    cells = [c for c in io.cell_datasets(ds) if not is_diverged(c)]
     rows = []
     for c in cells:
         text = cell_label(c, cells)
