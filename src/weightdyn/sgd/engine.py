@@ -132,6 +132,20 @@ class Record:
     rec: np.ndarray
     bound: float
 
+    def block_sums(self) -> tuple[np.ndarray, np.ndarray]:
+        """Views ``(sum_dw[:, block], sum_dwdw[:, block])`` a compiled kernel adds to; empty
+        ``(0, n)``, ``(0, n, n)`` arrays during burn-in (``block`` None)."""
+        if self.block is None:
+            n = self.sum_dw.shape[-1]
+            return np.empty((0, n)), np.empty((0, n, n))
+        return self.sum_dw[:, self.block], self.sum_dwdw[:, self.block]
+
+    def count_every_replica(self, n_steps: int) -> None:
+        """Add the ``n_steps // thin`` records of a call to every replica's count of the block
+        (a kernel that records diverged replicas too; nothing during burn-in)."""
+        if self.block is not None:
+            self.n_records[:, self.block] += n_steps // self.thin
+
 
 class Kernel(Protocol):
     """A model's update: ``advance(state, step0, n_steps, record)`` (package docstring).

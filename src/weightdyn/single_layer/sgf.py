@@ -309,18 +309,13 @@ class SGFKernel:
 
     def advance(self, state: State, step0: int, n_steps: int, record: Record) -> None:
         """``n_steps`` Euler steps of every replica from global step ``step0``, recording."""
-        b, N = record.block, state.W.shape[1]
-        if b is None:
-            sums = np.empty((0, N)), np.empty((0, N, N))
-        else:
-            sums = record.sum_dw[:, b], record.sum_dwdw[:, b]
+        sums = record.block_sums()
         state.diverged |= sgf_kernel(
             self.X, self.y, state.W, self.multiplicative, self.decay, self.noise_T, self.drift,
             self.amp, state.keys, step0, n_steps, record.thin, self.ref, *sums, record.rec,
             record.bound,
         )  # fmt: skip
-        if b is not None:
-            record.n_records[:, b] += n_steps // record.thin
+        record.count_every_replica(n_steps)
 
 
 def _kernel_model(X, y, lr, S, sampling, dt, noise, W0, w_ref):

@@ -324,17 +324,12 @@ class SGDKernel:
 
     def advance(self, state: State, step0: int, n_steps: int, record: Record) -> None:
         """``n_steps`` steps of every replica from global step ``step0``, recording."""
-        b, N = record.block, self.X.shape[1]
-        if b is None:
-            sums = np.empty((0, N)), np.empty((0, N, N))
-        else:
-            sums = record.sum_dw[:, b], record.sum_dwdw[:, b]
+        sums = record.block_sums()
         state.diverged |= sgd_kernel(
             self.X, self.y, state.W, self.lr, self.S, self.with_replacement, state.perm,
             state.keys, step0, n_steps, record.thin, self.ref, *sums, record.rec, record.bound,
         )  # fmt: skip
-        if b is not None:
-            record.n_records[:, b] += n_steps // record.thin
+        record.count_every_replica(n_steps)
 
 
 def run_sgd(
