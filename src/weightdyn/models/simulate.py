@@ -42,7 +42,7 @@ from weightdyn.counter_rng import uniform, uniforms
 from weightdyn.minibatch import draw_batch
 from weightdyn.models.base import FloatArray, Model
 from weightdyn.models.networks import DeepLinear, OneHidden
-from weightdyn.sgd.engine import Plan, Record, Settings, State, divergence_bound
+from weightdyn.sgd.engine import Plan, Record, Settings, State, VectorKernel, divergence_bound
 from weightdyn.sgd.engine import run as engine_run
 from weightdyn.single_layer.simulate import _within, batch_indices_from_uniforms
 
@@ -251,7 +251,7 @@ def sgd_kernel(
 
 
 @dataclass(frozen=True)
-class ModelKernel:
+class ModelKernel(VectorKernel):
     """:func:`sgd_kernel` behind the engine's kernel interface (:mod:`weightdyn.sgd`): Eqs.
     10-11 for the network ``spec`` (:func:`kernel_spec`); records ``d = theta - ref`` (a
     diverged replica stops alone)."""
@@ -278,7 +278,7 @@ class ModelKernel:
 
 
 @dataclass(frozen=True)
-class NumpyKernel:
+class NumpyKernel(VectorKernel):
     """Any model's steps by :meth:`Model.replica_gradients`, with the draws and records of
     :class:`ModelKernel` (same trajectory)."""
 

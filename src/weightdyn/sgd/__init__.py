@@ -59,8 +59,10 @@ from weightdyn.sgd.engine import (
     Settings,
     SGDResult,
     State,
+    VectorKernel,
     divergence_bound,
     run,
+    vector_moments,
 )
 
 __all__ = [
@@ -73,6 +75,8 @@ __all__ = [
     "SGDResult",
     "Settings",
     "State",
+    "VectorKernel",
     "divergence_bound",
     "run",
+    "vector_moments",
 ]

@@ -30,8 +30,10 @@ __all__ = [
     "SGDResult",
     "Settings",
     "State",
+    "VectorKernel",
     "divergence_bound",
     "run",
+    "vector_moments",
 ]
 
 #: divergence threshold: |w_i| > DIVERGENCE_FACTOR * (max_i |w_ref_i| + 1)
@@ -98,39 +100,66 @@ class Plan:
 
 @dataclass
 class State:
-    """The replicas and their streams: ``W`` (R, n) float64 states (advanced in place), ``keys``
-    (R,) uint64 counter-based stream keys, ``perm`` (R, P) int64 permutations of sampling without
-    replacement (identity at the start), ``diverged`` (R,) bool flags."""
+    """The replicas and their streams: ``W`` (R, ...) float64 states (advanced in place; (R, n)
+    for a one-vector model), ``keys`` (R,) uint64 counter-based stream keys, ``perm`` (R, P)
+    int64 permutations of sampling without replacement (identity at the start), ``diverged``
+    (R,) bool flags, and ``extra``, further state arrays (R, ...) of a model whose state is
+    several arrays (the two-layer network's ``W2`` beside ``W = W1``)."""
 
     W: np.ndarray
     keys: np.ndarray
     perm: np.ndarray
     diverged: np.ndarray
+    extra: tuple[np.ndarray, ...] = ()
 
     @classmethod
-    def start(cls, W: np.ndarray, rng: np.random.Generator, n_samples: int = 0) -> State:
-        """Replicas ``W`` (R, n, C order) with keys from one draw of ``rng``
+    def start(
+        cls,
+        W: np.ndarray,
+        rng: np.random.Generator,
+        n_samples: int = 0,
+        extra: tuple[np.ndarray, ...] = (),
+    ) -> State:
+        """Replicas ``W`` (R, ..., C order) and ``extra`` with keys from one draw of ``rng``
         (:func:`weightdyn.counter_rng.replica_keys`) and identity permutations of
         ``n_samples``."""
         R = W.shape[0]
         perm = np.tile(np.arange(n_samples, dtype=np.int64), (R, 1))
-        return cls(W, replica_keys(rng, R), perm, np.zeros(R, dtype=bool))
+        return cls(W, replica_keys(rng, R), perm, np.zeros(R, dtype=bool), extra)
+
+    def arrays(self) -> tuple[np.ndarray, ...]:
+        """``W`` and the ``extra`` arrays, each flattened to (R, size)."""
+        R = self.W.shape[0]
+        return tuple(a.reshape(R, -1) for a in (self.W, *self.extra))
 
 
 @dataclass
 class Record:
     """What one kernel call records (see :mod:`weightdyn.sgd`): after every ``thin``-th step,
-    into block ``block`` (None: burn-in, ``thin`` beyond the call, nothing) of the sums
-    ``sum_dw`` (R, B, n), ``sum_dwdw`` (R, B, n, n) and counts ``n_records`` (R, B); the first
-    ``len(rec)`` records into ``rec`` (n_rec, R, n); ``bound`` the divergence bound."""
+    into block ``block`` (None: burn-in, ``thin`` beyond the call, nothing) of the ``sums``
+    (name -> (R, B, ...), the kernel's :meth:`Kernel.moment_shapes`; ``"dw"`` (R, B, n) and
+    ``"dwdw"`` (R, B, n, n) for a one-vector model) and counts ``n_records`` (R, B); the first
+    ``len(rec)`` records into ``rec`` (n_rec, R, ...); ``bound`` the divergence bound.
+    ``observed``: the observable hook's arguments for this call, if the kernel sets them
+    (default ``(rec - kernel.ref,)``)."""
 
     thin: int
     block: int | None
-    sum_dw: np.ndarray
-    sum_dwdw: np.ndarray
+    sums: dict[str, np.ndarray]
     n_records: np.ndarray
     rec: np.ndarray
     bound: float
+    observed: tuple[np.ndarray, ...] | None = None
+
+    @property
+    def sum_dw(self) -> np.ndarray:
+        """The first-moment sums ``"dw"`` (R, B, n) of a one-vector model."""
+        return self.sums["dw"]
+
+    @property
+    def sum_dwdw(self) -> np.ndarray:
+        """The second-moment sums ``"dwdw"`` (R, B, n, n) of a one-vector model."""
+        return self.sums["dwdw"]
 
     def block_sums(self) -> tuple[np.ndarray, np.ndarray]:
         """Views ``(sum_dw[:, block], sum_dwdw[:, block])`` a compiled kernel adds to; empty
@@ -147,6 +176,20 @@ class Record:
             self.n_records[:, self.block] += n_steps // self.thin
 
 
+def vector_moments(state: State) -> dict[str, tuple[int, ...]]:
+    """The sums of a one-vector model (``state.W`` (R, n)): ``"dw"`` (n,), ``"dwdw"`` (n, n)."""
+    n = state.W.shape[1]
+    return {"dw": (n,), "dwdw": (n, n)}
+
+
+class VectorKernel:
+    """Base of the kernels of one-vector models: sums :func:`vector_moments`."""
+
+    def moment_shapes(self, state: State) -> dict[str, tuple[int, ...]]:
+        """``"dw"`` (n,) and ``"dwdw"`` (n, n) (:func:`vector_moments`)."""
+        return vector_moments(state)
+
+
 class Kernel(Protocol):
     """A model's update: ``advance(state, step0, n_steps, record)`` (package docstring).
 
@@ -156,6 +199,10 @@ class Kernel(Protocol):
 
     ref: np.ndarray
     lower_triangle: bool
+
+    def moment_shapes(self, state: State) -> dict[str, tuple[int, ...]]:
+        """Name -> trailing shape of each sum per (replica, block) (:func:`vector_moments`)."""
+        ...
 
     def advance(self, state: State, step0: int, n_steps: int, record: Record) -> None:
         """Advance ``state`` by ``n_steps`` steps from global step ``step0``, recording."""
@@ -179,17 +226,26 @@ class Settings:
 
 @dataclass
 class Moments:
-    """The sums of a run: ``sum_dw`` (R, B, n), ``sum_dwdw`` (R, B, n, n) (NaN where diverged),
-    ``n_records`` (R, B), ``diverged`` (R,) flags, the hook's ``recorder``, the steps done and
-    the seconds taken."""
+    """The sums of a run: ``sums`` (name -> (R, B, ...), NaN where diverged; ``sum_dw``
+    (R, B, n) and ``sum_dwdw`` (R, B, n, n) for a one-vector model), ``n_records`` (R, B),
+    ``diverged`` (R,) flags, the hook's ``recorder``, the steps done and the seconds taken."""
 
-    sum_dw: np.ndarray
-    sum_dwdw: np.ndarray
+    sums: dict[str, np.ndarray]
     n_records: np.ndarray
     diverged: np.ndarray
     recorder: SeriesRecorder | None
     steps_done: int
     elapsed_s: float
+
+    @property
+    def sum_dw(self) -> np.ndarray:
+        """``sums["dw"]`` (R, B, n) of a one-vector model."""
+        return self.sums["dw"]
+
+    @property
+    def sum_dwdw(self) -> np.ndarray:
+        """``sums["dwdw"]`` (R, B, n, n) of a one-vector model."""
+        return self.sums["dwdw"]
 
 
 def _stopped(state: State, per_replica: bool) -> bool:
@@ -200,11 +256,13 @@ def run(kernel: Kernel, state: State, settings: Settings) -> Moments:
     """Run ``settings.plan`` on ``state`` with ``kernel``; returns the moments per (replica,
     block) of the records ``dw = state - kernel.ref`` (paper 000 Eqs. 10-11 or Eq. 13 per step,
     whichever the kernel implements)."""
-    plan, R, n = settings.plan, state.W.shape[0], state.W.shape[1]
-    sums = np.zeros((R, plan.n_blocks, n)), np.zeros((R, plan.n_blocks, n, n))
+    plan, R = settings.plan, state.W.shape[0]
+    shapes = kernel.moment_shapes(state)
+    sums = {name: np.zeros((R, plan.n_blocks, *shape)) for name, shape in shapes.items()}
     n_records = np.zeros((R, plan.n_blocks), dtype=np.int64)
     with np.errstate(all="ignore"):
-        state.diverged |= ~np.all(np.abs(state.W) <= settings.bound, axis=1)
+        for a in state.arrays():
+            state.diverged |= ~np.all(np.abs(a) <= settings.bound, axis=1)
     hook = settings.observables
     recorder = None if hook is None else SeriesRecorder(hook, plan.sample_steps // plan.thin, R)
     prog = ProgressReporter(settings.progress, plan.total_steps, R, settings.label)
@@ -216,21 +274,22 @@ def run(kernel: Kernel, state: State, settings: Settings) -> Moments:
             sampling = block is not None
             n_rec = n_steps // plan.thin if recorder is not None and sampling else 0
             thin = plan.thin if sampling else plan.chunk + 1
-            rec = np.empty((n_rec, R, n))
-            record = Record(thin, block, *sums, n_records, rec, settings.bound)
+            rec = np.empty((n_rec, *state.W.shape))
+            record = Record(thin, block, sums, n_records, rec, settings.bound)
             kernel.advance(state, done, n_steps, record)
             done += n_steps
             prog.update(done)
             if recorder is not None and sampling and not _stopped(state, settings.per_replica):
-                recorder.add(record.rec - kernel.ref)
+                observed = record.observed
+                recorder.add(*(observed if observed is not None else (record.rec - kernel.ref,)))
     elapsed = time.perf_counter() - t_start
     prog.update(done, force=True)
-    sum_dw, sum_dwdw = sums
     if kernel.lower_triangle:
-        fill_upper(sum_dwdw)
+        fill_upper(sums["dwdw"])
     nan = state.diverged if settings.per_replica else np.full(R, state.diverged.any())
-    sum_dw[nan], sum_dwdw[nan] = np.nan, np.nan
-    return Moments(sum_dw, sum_dwdw, n_records, state.diverged, recorder, done, elapsed)
+    for arr in sums.values():
+        arr[nan] = np.nan
+    return Moments(sums, n_records, state.diverged, recorder, done, elapsed)
 
 
 @dataclass

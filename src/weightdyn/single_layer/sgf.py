@@ -59,6 +59,7 @@ from weightdyn.sgd.engine import (
     Settings,
     SGDResult,
     State,
+    VectorKernel,
     divergence_bound,
 )
 from weightdyn.single_layer import theory
@@ -293,7 +294,7 @@ class _Additive:
 
 
 @dataclass(frozen=True)
-class SGFKernel:
+class SGFKernel(VectorKernel):
     """:func:`sgf_kernel` behind the engine's kernel interface (:mod:`weightdyn.sgd`): Euler
     steps of Eq. 13 with the arguments of :func:`sgf_kernel`; records ``dw = state - ref``."""
 

@@ -55,6 +55,7 @@ from weightdyn.sgd.engine import (
     Settings,
     SGDResult,
     State,
+    VectorKernel,
     divergence_bound,
 )
 
@@ -309,7 +310,7 @@ def batch_indices_from_uniforms(
 
 
 @dataclass(frozen=True)
-class SGDKernel:
+class SGDKernel(VectorKernel):
     """:func:`sgd_kernel` behind the engine's kernel interface (:mod:`weightdyn.sgd`): Eqs.
     10-11 on ``X`` (P, N), ``y`` (P,) with learning rate ``lr``, batch size ``S`` and the App. C
     sampling; records are ``dw = w - ref`` (the run stops at the first divergence)."""

@@ -64,7 +64,6 @@ kept), so reruns are bit-identical on the same build.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -72,18 +71,19 @@ import numpy as np
 from numba import njit, prange
 from scipy.integrate import solve_ivp
 
-from weightdyn.counter_rng import normal, replica_keys, uniform
+from weightdyn.counter_rng import normal, uniform
 from weightdyn.linear_theory import noise_prefactor
 from weightdyn.minibatch import draw_batch
-from weightdyn.observables import Observables, SeriesRecorder, series_fields
-from weightdyn.sgd.engine import RECORD_GROUP, Plan
-from weightdyn.streams import ProgressReporter
+from weightdyn.observables import Observables, series_fields
+from weightdyn.sgd.engine import RECORD_GROUP, Moments, Plan, Record, Settings, State
+from weightdyn.sgd.engine import run as engine_run
 
 __all__ = [
     "INTEGRATORS",
     "SAMPLING_MODES",
     "SECOND_MOMENTS",
     "GradientFlowResult",
+    "TwoLayerKernel",
     "TwoLayerSGDResult",
     "balance",
     "batch_indices_from_uniforms",
@@ -809,56 +809,6 @@ def batch_indices_from_uniforms(
 # --------------------------------------------------------------------------------------
 
 
-# --------------------------------------------------------------------------------------
-# steppers: advance(n, thin, rec1, rec2, diag) -> diverged flags (R,)
-# --------------------------------------------------------------------------------------
-
-
-class _SGDStepper:
-    def __init__(self, X, Y, W1, W2, lr, S, with_replacement, rng, w_star, bound):
-        self.X, self.Y, self.W1, self.W2 = X, Y, W1, W2
-        R, _, N_i = W1.shape
-        self.Wp = np.empty((R, Y.shape[1], N_i))
-        product_kernel(W1, W2, self.Wp)
-        self.lr, self.S, self.with_replacement = float(lr), int(S), bool(with_replacement)
-        self.perm = np.tile(np.arange(X.shape[0], dtype=np.int64), (R, 1))
-        self.keys = replica_keys(rng, R)
-        self.done = 0
-        self.w_star, self.bound = w_star, bound
-
-    def advance(self, n, thin, rec1, rec2, diag):
-        flags = sgd_kernel(
-            self.X, self.Y, self.W1, self.W2, self.Wp, self.lr, self.S, self.with_replacement,
-            self.perm, self.keys, self.done, n, thin, rec1, rec2, diag, self.w_star, self.bound,
-        )  # fmt: skip
-        self.done += n
-        return flags
-
-
-class _SGFStepper:
-    """Euler-Maruyama for Eqs. 51-52 with the exact mini-batch noise (module docstring)."""
-
-    def __init__(self, X, Y, W1, W2, lr, S, sampling, dt, rng, w_star, bound):
-        self.X, self.Y, self.W1, self.W2 = X, Y, W1, W2
-        R, _, N_i = W1.shape
-        P = X.shape[0]
-        self.Wp = np.empty((R, Y.shape[1], N_i))
-        product_kernel(W1, W2, self.Wp)
-        self.drift = dt / P
-        self.amp = np.sqrt(lr * dt * noise_prefactor(P, S, sampling) / P)
-        self.keys = replica_keys(rng, R)
-        self.done = 0
-        self.w_star, self.bound = w_star, bound
-
-    def advance(self, n, thin, rec1, rec2, diag):
-        flags = sgf_kernel(
-            self.X, self.Y, self.W1, self.W2, self.Wp, self.drift, self.amp, self.keys,
-            self.done, n, thin, rec1, rec2, diag, self.w_star, self.bound,
-        )  # fmt: skip
-        self.done += n
-        return flags
-
-
 def sgf_noise(
     X: np.ndarray,
     Y: np.ndarray,
@@ -1068,7 +1018,7 @@ def _plan(steps: tuple[int, int, int, int], opts: _Options, pb: _Problem) -> tup
     if plan.burnin_steps % plan.thin != 0:
         raise ValueError(f"burnin_steps={plan.burnin_steps} must be a multiple of thin={plan.thin}")
     R, n1, n2 = pb.W1.shape[0], pb.W1[0].size, pb.W2[0].size
-    _TwoLayerMoments.check_size(R * plan.n_blocks, n1, n2, opts.second_moments)
+    _check_moment_size(R * plan.n_blocks, n1, n2, opts.second_moments)
     max_units = max(1, _CHUNK_RECORD_BYTES // (8 * R * (n1 + n2) * RECORD_GROUP))
     plan = replace(plan, chunk=min(plan.chunk, max_units * plan.thin * RECORD_GROUP))
     thin, total = plan.thin, plan.total_steps
@@ -1076,53 +1026,44 @@ def _plan(steps: tuple[int, int, int, int], opts: _Options, pb: _Problem) -> tup
     return plan, max(thin, (every // thin) * thin)
 
 
-class _TwoLayerMoments:
-    """Sums per (replica, block) group of ``dW1``, ``dW2`` and, as ``second_moments`` selects,
-    ``dW1 dW1^T``, ``dW1 dW2^T``, ``dW2 dW2^T`` (one batched product per group of records)."""
+def _check_moment_size(G: int, n1: int, n2: int, second_moments: str) -> None:
+    """ValueError if the second moments of ``G`` (replica, block) groups would exceed 4 GiB."""
+    want1, want2 = second_moments == "all", second_moments in ("all", "W2")
+    nbytes = 8 * G * ((n1 * n1 + n1 * n2) * want1 + n2 * n2 * want2)
+    if nbytes > _MAX_MOMENT_BYTES:
+        raise ValueError(
+            f"second moments would need {nbytes / 2**30:.1f} GiB; use second_moments='W2' or "
+            "fewer replicas / blocks"
+        )
 
-    def __init__(self, G: int, n1: int, n2: int, second_moments: str):
-        want1, want2 = second_moments == "all", second_moments in ("all", "W2")
-        self.sum_dW1, self.sum_dW2 = np.zeros((G, n1)), np.zeros((G, n2))
-        self.s11 = np.zeros((G, n1, n1)) if want1 else None
-        self.s12 = np.zeros((G, n1, n2)) if want1 else None
-        self.s22 = np.zeros((G, n2, n2)) if want2 else None
-        self.n_records = np.zeros(G, dtype=np.int64)
 
-    @staticmethod
-    def check_size(G: int, n1: int, n2: int, second_moments: str) -> None:
-        """ValueError if the second moments would exceed 4 GiB."""
-        want1, want2 = second_moments == "all", second_moments in ("all", "W2")
-        nbytes = 8 * G * ((n1 * n1 + n1 * n2) * want1 + n2 * n2 * want2)
-        if nbytes > _MAX_MOMENT_BYTES:
-            raise ValueError(
-                f"second moments would need {nbytes / 2**30:.1f} GiB; use second_moments='W2' or "
-                "fewer replicas / blocks"
-            )
+def _moment_shapes(n1: int, n2: int, second_moments: str) -> dict[str, tuple[int, ...]]:
+    """The engine's sums (:mod:`weightdyn.sgd`) of ``dW1``, ``dW2`` and, as ``second_moments``
+    selects, ``dW1 dW1^T``, ``dW2 dW2^T``, ``dW1 dW2^T``."""
+    shapes = {"dW1": (n1,), "dW2": (n2,)}
+    if second_moments == "all":
+        shapes |= {"dW1dW1": (n1, n1), "dW1dW2": (n1, n2)}
+    if second_moments in ("all", "W2"):
+        shapes["dW2dW2"] = (n2, n2)
+    return shapes
 
-    def add(self, groups: np.ndarray, d1: np.ndarray, d2: np.ndarray) -> None:
-        """The records ``d1`` (n_rec, R, n1), ``d2`` (n_rec, R, n2) of one chunk into
-        ``groups`` (R,), by groups of ``RECORD_GROUP`` records from the chunk's start."""
-        for g0 in range(0, d1.shape[0], RECORD_GROUP):
-            a1 = d1[g0 : g0 + RECORD_GROUP].transpose(1, 0, 2)  # (R, k, n1)
-            a2 = d2[g0 : g0 + RECORD_GROUP].transpose(1, 0, 2)
-            self.sum_dW1[groups] += a1.sum(axis=1)
-            self.sum_dW2[groups] += a2.sum(axis=1)
-            if self.s11 is not None:
-                self.s11[groups] += np.matmul(a1.transpose(0, 2, 1), a1)
-                self.s12[groups] += np.matmul(a1.transpose(0, 2, 1), a2)
-            if self.s22 is not None:
-                self.s22[groups] += np.matmul(a2.transpose(0, 2, 1), a2)
-            self.n_records[groups] += a1.shape[1]
 
-    def fields(self, diverged: bool) -> dict[str, np.ndarray | None]:
-        """The result's moment fields, NaN if the run ``diverged``."""
-        out = {"sum_dW1": self.sum_dW1, "sum_dW2": self.sum_dW2, "sum_dW1dW1": self.s11,
-               "sum_dW2dW2": self.s22, "sum_dW1dW2": self.s12}  # fmt: skip
-        if diverged:
-            for arr in out.values():
-                if arr is not None:
-                    arr[:] = np.nan
-        return {**out, "n_records": self.n_records}
+def _add_records(record: Record, d1: np.ndarray, d2: np.ndarray) -> None:
+    """The records ``d1`` (n_rec, R, n1), ``d2`` (n_rec, R, n2) of one call into block
+    ``record.block`` of the sums, by groups of ``RECORD_GROUP`` records from the call's start
+    (one batched product per group)."""
+    sums, b = record.sums, record.block
+    for g0 in range(0, d1.shape[0], RECORD_GROUP):
+        a1 = d1[g0 : g0 + RECORD_GROUP].transpose(1, 0, 2)  # (R, k, n1)
+        a2 = d2[g0 : g0 + RECORD_GROUP].transpose(1, 0, 2)
+        sums["dW1"][:, b] += a1.sum(axis=1)
+        sums["dW2"][:, b] += a2.sum(axis=1)
+        if "dW1dW1" in sums:
+            sums["dW1dW1"][:, b] += np.matmul(a1.transpose(0, 2, 1), a1)
+            sums["dW1dW2"][:, b] += np.matmul(a1.transpose(0, 2, 1), a2)
+        if "dW2dW2" in sums:
+            sums["dW2dW2"][:, b] += np.matmul(a2.transpose(0, 2, 1), a2)
+        record.n_records[:, b] += a1.shape[1]
 
 
 def _bound(pb: _Problem) -> tuple[float, np.ndarray]:
@@ -1142,93 +1083,126 @@ def _bound(pb: _Problem) -> tuple[float, np.ndarray]:
         return bound, ~(finite & np.isfinite(pb.W2.reshape(R, -1)).all(axis=1))
 
 
-def _stepper(pb: _Problem, opts: _Options, rng: np.random.Generator, bound: float):
-    """The SGD or SGF stepper of the run and the Euler step ``dt`` (``lr`` for SGD)."""
+@dataclass(frozen=True)
+class TwoLayerKernel:
+    """:func:`sgd_kernel` (Eq. 41) or :func:`sgf_kernel` (Eqs. 51-52) behind the engine's kernel
+    interface (:mod:`weightdyn.sgd`): the state is ``W = W1`` (R, N_h, N_i) and
+    ``extra = (W2,)`` (R, N_o, N_h); a record is ``(dW1, dW2)`` about ``(W1_ref, W2_ref)``,
+    flattened, into the sums of :func:`_moment_shapes`; the per-record diagnostics go into
+    ``trace`` from the first step on (every ``thin`` steps, burn-in included); the observable
+    hook gets the raw ``(W1, W2)`` records. ``coeffs``: ``(lr, S, with_replacement)`` for SGD,
+    ``(drift, amp)`` for SGF. The run stops at the first divergence."""
+
+    kind: str
+    pb: _Problem
+    coeffs: tuple
+    Wp: np.ndarray
+    thin: int
+    second_moments: str
+    trace: _Trace
+    lower_triangle: bool = False
+
+    @property
+    def ref(self) -> np.ndarray:
+        """``(W1_ref, W2_ref)`` flattened and concatenated."""
+        return np.concatenate([self.pb.W1_ref.reshape(-1), self.pb.W2_ref.reshape(-1)])
+
+    def moment_shapes(self, state: State) -> dict[str, tuple[int, ...]]:
+        """``dW1``, ``dW2`` and the selected second moments (:func:`_moment_shapes`)."""
+        return _moment_shapes(self.pb.W1[0].size, self.pb.W2[0].size, self.second_moments)
+
+    def advance(self, state: State, step0: int, n_steps: int, record: Record) -> None:
+        """``n_steps`` steps of every replica from global step ``step0``, recording."""
+        (W1, W2), pb, thin = (state.W, *state.extra), self.pb, self.thin
+        n_rec = n_steps // thin if record.block is not None else 0
+        rec1, rec2 = np.empty((n_rec, *W1.shape)), np.empty((n_rec, *W2.shape))
+        diag = np.empty((n_steps // thin, W1.shape[0], 3))
+        tail = (step0, n_steps, thin, rec1, rec2, diag, pb.w_star, record.bound)
+        if self.kind == "sgd":
+            lr, S, wr = self.coeffs
+            args = (lr, S, wr, state.perm, state.keys, *tail)
+            flags = sgd_kernel(pb.X, pb.Y, W1, W2, self.Wp, *args)
+        else:
+            flags = sgf_kernel(pb.X, pb.Y, W1, W2, self.Wp, *self.coeffs, state.keys, *tail)
+        state.diverged |= flags
+        if flags.any():
+            return
+        self.trace.add(diag)
+        if record.block is not None:
+            d1 = rec1.reshape(n_rec, W1.shape[0], -1) - pb.W1_ref.reshape(-1)
+            _add_records(record, d1, rec2.reshape(n_rec, W1.shape[0], -1) - pb.W2_ref.reshape(-1))
+            record.observed = (rec1, rec2)
+
+
+def _kernel(
+    pb: _Problem, opts: _Options, plan: Plan, trace: _Trace
+) -> tuple[TwoLayerKernel, float]:
+    """The run's kernel and the Euler step ``dt`` (``lr`` for SGD)."""
     S, sampling = int(opts.batch_size), opts.sampling
+    Wp = np.empty((pb.W1.shape[0], pb.Y.shape[1], pb.X.shape[1]))
+    product_kernel(pb.W1, pb.W2, Wp)
     if opts.kind == "sgd":
-        wr = _check_sampling(sampling)
-        stepper = _SGDStepper(pb.X, pb.Y, pb.W1, pb.W2, opts.lr, S, wr, rng, pb.w_star, bound)
-        return stepper, float(opts.lr)
-    dt = float(opts.lr if opts.dt is None else opts.dt)
-    if not (np.isfinite(dt) and dt > 0):
-        raise ValueError(f"dt must be a finite number > 0, got dt={opts.dt!r}")
-    args = (pb.X, pb.Y, pb.W1, pb.W2, opts.lr, S, sampling, dt, rng, pb.w_star, bound)
-    return _SGFStepper(*args), dt
+        coeffs, dt = (float(opts.lr), S, _check_sampling(sampling)), float(opts.lr)
+    else:
+        dt = float(opts.lr if opts.dt is None else opts.dt)
+        if not (np.isfinite(dt) and dt > 0):
+            raise ValueError(f"dt must be a finite number > 0, got dt={opts.dt!r}")
+        P = pb.X.shape[0]
+        coeffs = (dt / P, np.sqrt(opts.lr * dt * noise_prefactor(P, S, sampling) / P))
+    kernel = TwoLayerKernel(opts.kind, pb, coeffs, Wp, plan.thin, opts.second_moments, trace)
+    return kernel, dt
 
 
-def _advance_all(
-    stepper: _SGDStepper | _SGFStepper,
-    plan: Plan,
-    pb: _Problem,
-    moments: _TwoLayerMoments,
-    trace: _Trace,
-    recorder: SeriesRecorder | None,
-    prog: ProgressReporter,
-    div_r: np.ndarray,
-) -> int:
-    """Run the plan's kernel calls (burn-in, then the blocks) until the first divergence:
-    records into ``moments``, diagnostics into ``trace``, the hook's series into ``recorder``;
-    flags in ``div_r``. Returns the steps done."""
-    R, thin, n_blocks = pb.W1.shape[0], plan.thin, plan.n_blocks
-    d1_ref, d2_ref = pb.W1_ref.reshape(-1), pb.W2_ref.reshape(-1)
-    done = 0
-    for n, block in plan.calls():
-        if div_r.any():
-            break
-        n_rec = n // thin if block is not None else 0
-        rec1 = np.empty((n_rec, R, *pb.W1.shape[1:]))
-        rec2 = np.empty((n_rec, R, *pb.W2.shape[1:]))
-        diag = np.empty((n // thin, R, 3))
-        flags = stepper.advance(n, thin, rec1, rec2, diag)
-        done += n
-        div_r |= flags
-        if not flags.any():
-            trace.add(diag)
-            if block is not None:
-                if recorder is not None:
-                    recorder.add(rec1, rec2)
-                groups = np.arange(R) * n_blocks + block
-                moments.add(groups, rec1.reshape(n_rec, R, -1) - d1_ref,
-                            rec2.reshape(n_rec, R, -1) - d2_ref)  # fmt: skip
-        prog.update(done)
-    return done
+def _grouped_moments(moments: Moments) -> dict[str, np.ndarray | None]:
+    """The result's moment fields: (replica, block) flattened to groups; None if not summed."""
+    R, B = moments.n_records.shape
+    names = {"sum_dW1": "dW1", "sum_dW2": "dW2", "sum_dW1dW1": "dW1dW1",
+             "sum_dW2dW2": "dW2dW2", "sum_dW1dW2": "dW1dW2"}  # fmt: skip
+    out = {}
+    for field, name in names.items():
+        arr = moments.sums.get(name)
+        out[field] = None if arr is None else arr.reshape(R * B, *arr.shape[2:])
+    return {**out, "n_records": moments.n_records.reshape(-1)}
+
+
+def _trace_fields(trace: _Trace, trace_every: int) -> dict[str, object]:
+    """The result's trace fields (:class:`TwoLayerSGDResult`)."""
+    n_tr = trace.snap.shape[0]
+    names = ("trace_D1", "trace_D2", "trace_dist")
+    return {
+        "trace_every": trace_every,
+        "trace_step": trace_every * np.arange(1, n_tr + 1, dtype=np.int64),
+        **{name: trace.snap[:, :, i] for i, name in enumerate(names)},
+        **{f"{name}_avg": trace.avg[:, :, i] for i, name in enumerate(names)},
+    }
 
 
 def _run(X, Y, refs, inits, steps, rng: np.random.Generator, opts: _Options) -> TwoLayerSGDResult:
     """The two-layer SGD (``opts.kind == "sgd"``, Eq. 41) or SGF (Eqs. 51-52) run of
-    :func:`run_sgd_two_layer`: ``refs = (W1_ref, W2_ref)``, ``inits = (W1_init, W2_init)``,
+    :func:`run_sgd_two_layer` through the engine (:func:`weightdyn.sgd.run`):
+    ``refs = (W1_ref, W2_ref)``, ``inits = (W1_init, W2_init)``,
     ``steps = (burnin_steps, sample_steps, thin, n_blocks)``."""
     pb = _check_problem(X, Y, *refs, *inits, opts)
     plan, trace_every = _plan(steps, opts, pb)
     R, thin = pb.W1.shape[0], plan.thin
-    moments = _TwoLayerMoments(R * plan.n_blocks, pb.W1[0].size, pb.W2[0].size,
-                               opts.second_moments)  # fmt: skip
-    bound, div_r = _bound(pb)
-    stepper, dt_used = _stepper(pb, opts, rng, bound)
-    total = plan.total_steps
-    trace = _Trace(R, trace_every // thin, total // trace_every, thin)
-    prog = ProgressReporter(opts.progress, total, R, opts.kind.upper())
-    hook = opts.observables
-    recorder = None if hook is None else SeriesRecorder(hook, plan.sample_steps // thin, R)
-    t_start = time.perf_counter()
-    done = _advance_all(stepper, plan, pb, moments, trace, recorder, prog, div_r)
-    diverged = bool(div_r.any())
-    prog.update(done, force=True)
-    n_tr = trace.snap.shape[0]
+    bound, diverged = _bound(pb)
+    trace = _Trace(R, trace_every // thin, plan.total_steps // trace_every, thin)
+    kernel, dt_used = _kernel(pb, opts, plan, trace)
+    state = State.start(pb.W1, rng, pb.X.shape[0], extra=(pb.W2,))
+    state.diverged |= diverged
+    settings = Settings(plan, bound, opts.kind.upper(), opts.progress, opts.observables)
+    moments = engine_run(kernel, state, settings)
     return TwoLayerSGDResult(
-        kind=opts.kind, **moments.fields(diverged),
+        kind=opts.kind, **_grouped_moments(moments),
         group_replica=np.repeat(np.arange(R), plan.n_blocks),
-        group_block=np.tile(np.arange(plan.n_blocks), R), diverged=diverged,
-        diverged_replicas=div_r.copy(), burnin_steps=plan.burnin_steps,
-        sample_steps=plan.sample_steps, thin=thin, n_blocks=plan.n_blocks, replicas=R,
-        lr=float(opts.lr), dt=dt_used, batch_size=int(opts.batch_size), sampling=opts.sampling,
-        W1_ref=pb.W1_ref, W2_ref=pb.W2_ref, w_star=pb.w_star, trace_every=trace_every,
-        trace_step=trace_every * np.arange(1, n_tr + 1, dtype=np.int64),
-        trace_D1=trace.snap[:, :, 0], trace_D2=trace.snap[:, :, 1],
-        trace_dist=trace.snap[:, :, 2], trace_D1_avg=trace.avg[:, :, 0],
-        trace_D2_avg=trace.avg[:, :, 1], trace_dist_avg=trace.avg[:, :, 2],
-        final_W1=pb.W1, final_W2=pb.W2, elapsed_s=time.perf_counter() - t_start,
-        **series_fields(recorder, thin),
+        group_block=np.tile(np.arange(plan.n_blocks), R),
+        diverged=bool(state.diverged.any()), diverged_replicas=state.diverged.copy(),
+        burnin_steps=plan.burnin_steps, sample_steps=plan.sample_steps, thin=thin,
+        n_blocks=plan.n_blocks, replicas=R, lr=float(opts.lr), dt=dt_used,
+        batch_size=int(opts.batch_size), sampling=opts.sampling, W1_ref=pb.W1_ref,
+        W2_ref=pb.W2_ref, w_star=pb.w_star, **_trace_fields(trace, trace_every),
+        final_W1=pb.W1, final_W2=pb.W2, elapsed_s=moments.elapsed_s,
+        **series_fields(moments.recorder, thin),
     )  # fmt: skip
 
 
