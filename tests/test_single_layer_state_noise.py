@@ -87,7 +87,7 @@ def large_lr_run() -> tuple:
     about 20 % of Eq. 17 and resolved by 40000 states."""
     data = teacher_student(5, 12, 0.25, np.random.default_rng(9))
     res = sn.state_noise(data.X, data.y, 0.5, 1, "with", 40000, np.random.default_rng(10),
-                         replicas=8, n_blocks=4)  # fmt: skip
+                         sn.StateNoiseSampling(replicas=8, n_blocks=4))  # fmt: skip
     return data, res
 
 

@@ -199,6 +199,111 @@ def _draw_batches(
     return idx
 
 
+def _checked_noise_inputs(
+    X: ArrayLike,
+    y: ArrayLike,
+    w: ArrayLike,
+    batch_size: int,
+    sampling: Sampling,
+    n_batches: int,
+) -> tuple[FloatArray, FloatArray, FloatArray, int]:
+    """``(X, y, w, S)`` as float arrays and an int batch size, validated for
+    :func:`empirical_noise_covariance` (Eqs. 10, 12, 14); raises its ``ValueError``s."""
+    _check_sampling(sampling)
+    X = np.asarray(X, dtype=float)
+    y = np.asarray(y, dtype=float)
+    w = np.asarray(w, dtype=float)
+    if X.ndim != 2 or y.shape != (X.shape[0],) or w.shape != (X.shape[1],):
+        raise ValueError(
+            f"need X (P, N), y (P,), w (N,); got X {X.shape}, y {y.shape}, w {w.shape}"
+        )
+    P = X.shape[0]
+    S = int(batch_size)
+    if S < 1 or (sampling == "without" and S > P):
+        raise ValueError(f"batch_size must be in [1, P={P}] (without replacement), got {S}")
+    if n_batches < 2:
+        raise ValueError(f"n_batches must be >= 2, got {n_batches}")
+    return X, y, w, S
+
+
+def _centred_sample_gradients(X: FloatArray, y: FloatArray, w: FloatArray) -> FloatArray:
+    """Per-sample gradients ``g^mu = (w . x^mu - y^mu) x^mu`` (Eq. 10) minus their mean, the
+    full-batch gradient ``grad L(w)`` (both samplings), as a contiguous (P, N) array: a batch
+    mean of these rows is the noise ``xi = grad L_B - grad L`` of Eq. 12, and the shift keeps
+    the accumulation well conditioned."""
+    grads = (X @ w - y)[:, None] * X  # per-sample gradients g^mu, (P, N)
+    ref = grads.mean(axis=0)  # full-batch gradient = exact mean (both samplings)
+    return np.ascontiguousarray(grads - ref)
+
+
+def _batches_per_chunk(chunk: int | None, S: int, N: int, n_batches: int) -> int:
+    """Mini-batches per chunk: ``chunk`` (default: about ``_CHUNK_BYTES`` of gathered
+    gradients), capped so that there are at least ``_MIN_BLOCKS`` chunks."""
+    if chunk is None:
+        chunk = max(1, _CHUNK_BYTES // (8 * S * N))
+    return max(1, min(int(chunk), ceil(n_batches / _MIN_BLOCKS)))
+
+
+class _NoiseSums(NamedTuple):
+    """Sums of the noise vectors ``xi`` (Eq. 12) over ``n_batches`` mini-batches: ``sum_d``
+    (N,), ``sum_dd`` (N, N) of ``xi xi^T``, and per chunk the mean ``|xi|^2`` (``block_q``)
+    and the number of batches (``block_n``)."""
+
+    sum_d: FloatArray
+    sum_dd: FloatArray
+    block_q: list[float]
+    block_n: list[int]
+
+
+def _noise_sums(
+    grads: FloatArray,
+    S: int,
+    sampling: Sampling,
+    n_batches: int,
+    chunk: int,
+    rng: np.random.Generator,
+) -> _NoiseSums:
+    """Accumulates the noise ``xi = grad L_B - grad L`` (Eqs. 10, 12) of ``n_batches`` random
+    mini-batches of size ``S``, ``chunk`` batches at a time, from the centred per-sample
+    gradients ``grads`` (:func:`_centred_sample_gradients`)."""
+    P, N = grads.shape
+    sum_d = np.zeros(N)
+    sum_dd = np.zeros((N, N))
+    block_q: list[float] = []
+    block_n: list[int] = []
+    done = 0
+    while done < n_batches:
+        n = min(chunk, n_batches - done)
+        idx = _draw_batches(rng, P, S, n, sampling)
+        d = grads[idx].sum(axis=1) / S  # (n, N): grad L_B - grad L
+        sum_d += d.sum(axis=0)
+        sum_dd += d.T @ d
+        block_q.append(float(np.einsum("ij,ij->", d, d)) / n)
+        block_n.append(n)
+        done += n
+    return _NoiseSums(sum_d, sum_dd, block_q, block_n)
+
+
+def _sample_covariance(sums: _NoiseSums, n_batches: int) -> FloatArray:
+    """Unbiased (``ddof = 1``), symmetrised sample covariance of the noise from its sums: the
+    estimate of Eq. 14."""
+    mean = sums.sum_d / n_batches
+    C = (sums.sum_dd - n_batches * np.outer(mean, mean)) / (n_batches - 1)
+    return 0.5 * (C + C.T)
+
+
+def _trace_batch_means_se(sums: _NoiseSums, n_batches: int) -> float:
+    """Standard error of ``tr C`` (Eq. 14 estimate) by batch means over the chunks, weighted by
+    their sizes; NaN for a single chunk."""
+    q = np.asarray(sums.block_q)
+    nb = np.asarray(sums.block_n, dtype=float)
+    if q.size < 2:
+        return float("nan")
+    qbar = float(nb @ q) / n_batches
+    var_mean = float(np.sum(nb**2 * (q - qbar) ** 2)) / n_batches**2 * q.size / (q.size - 1)
+    return float(np.sqrt(var_mean) * n_batches / (n_batches - 1))
+
+
 def empirical_noise_covariance(
     X: ArrayLike,
     y: ArrayLike,
@@ -236,54 +341,11 @@ def empirical_noise_covariance(
         if ``sampling`` is not ``"with"``/``"without"``, shapes mismatch, ``batch_size < 1``,
         ``batch_size > P`` without replacement, or ``n_batches < 2``.
     """
-    _check_sampling(sampling)
-    X = np.asarray(X, dtype=float)
-    y = np.asarray(y, dtype=float)
-    w = np.asarray(w, dtype=float)
-    if X.ndim != 2 or y.shape != (X.shape[0],) or w.shape != (X.shape[1],):
-        raise ValueError(
-            f"need X (P, N), y (P,), w (N,); got X {X.shape}, y {y.shape}, w {w.shape}"
-        )
-    P, N = X.shape
-    S = int(batch_size)
-    if S < 1 or (sampling == "without" and S > P):
-        raise ValueError(f"batch_size must be in [1, P={P}] (without replacement), got {S}")
-    if n_batches < 2:
-        raise ValueError(f"n_batches must be >= 2, got {n_batches}")
-    grads = (X @ w - y)[:, None] * X  # per-sample gradients g^mu, (P, N)
-    ref = grads.mean(axis=0)  # full-batch gradient = exact mean (both samplings)
-    grads = np.ascontiguousarray(grads - ref)  # shift for a well-conditioned accumulation
-    if chunk is None:
-        chunk = max(1, _CHUNK_BYTES // (8 * S * N))
-    chunk = max(1, min(int(chunk), ceil(n_batches / _MIN_BLOCKS)))
-
-    sum_d = np.zeros(N)
-    sum_dd = np.zeros((N, N))
-    block_q: list[float] = []
-    block_n: list[int] = []
-    done = 0
-    while done < n_batches:
-        n = min(chunk, n_batches - done)
-        idx = _draw_batches(rng, P, S, n, sampling)
-        d = grads[idx].sum(axis=1) / S  # (n, N): grad L_B - grad L
-        sum_d += d.sum(axis=0)
-        sum_dd += d.T @ d
-        block_q.append(float(np.einsum("ij,ij->", d, d)) / n)
-        block_n.append(n)
-        done += n
-    mean = sum_d / n_batches
-    C = (sum_dd - n_batches * np.outer(mean, mean)) / (n_batches - 1)
-    C = 0.5 * (C + C.T)
-
-    q = np.asarray(block_q)
-    nb = np.asarray(block_n, dtype=float)
-    if q.size < 2:
-        trace_se = float("nan")
-    else:
-        qbar = float(nb @ q) / n_batches
-        var_mean = float(np.sum(nb**2 * (q - qbar) ** 2)) / n_batches**2 * q.size / (q.size - 1)
-        trace_se = float(np.sqrt(var_mean) * n_batches / (n_batches - 1))
-    return C, trace_se
+    X, y, w, S = _checked_noise_inputs(X, y, w, batch_size, sampling, n_batches)
+    grads = _centred_sample_gradients(X, y, w)
+    chunk = _batches_per_chunk(chunk, S, X.shape[1], n_batches)
+    sums = _noise_sums(grads, S, sampling, n_batches, chunk, rng)
+    return _sample_covariance(sums, n_batches), _trace_batch_means_se(sums, n_batches)
 
 
 # ---------------------------------------------------------------- Hessian basis (Fig. 2c)

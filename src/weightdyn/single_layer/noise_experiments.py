@@ -179,10 +179,12 @@ def _run_sgd_noise(params: Params, progress: Progress) -> xr.Dataset:
             sampling,
             params["n_states"],
             rng,
-            replicas=params["replicas"],
-            n_blocks=params["n_blocks"],
-            burnin_tau=params["burnin_tau"],
-            sample_tau=params["sample_tau"],
+            state_noise.StateNoiseSampling(
+                replicas=params["replicas"],
+                n_blocks=params["n_blocks"],
+                burnin_tau=params["burnin_tau"],
+                sample_tau=params["sample_tau"],
+            ),
             progress=progress,
         )
     return state_noise.state_noise_dataset(
