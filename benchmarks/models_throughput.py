@@ -22,7 +22,8 @@ import numba
 import numpy as np
 
 from weightdyn.models import DeepLinear, Model, OneHidden
-from weightdyn.models.simulate import reference_chain, run_sgd
+from weightdyn.models.simulate import CHUNK_STEPS, reference_chain, run_sgd
+from weightdyn.sgd import Schedule, Update
 
 MODELS = {
     "one_hidden tanh (n=61)": OneHidden(10, 5, 1, "tanh"),
@@ -32,8 +33,8 @@ MODELS = {
 
 
 def rate(model: Model, X, Y, theta, engine: str, R: int, steps: int) -> float:
-    out = run_sgd(model, X, Y, np.tile(theta, (R, 1)), n_steps=steps, thin=10, n_blocks=1,
-                  theta_ref=theta, lr=0.01, batch_size=10, rng=np.random.default_rng(1),
+    out = run_sgd(model, X, Y, np.tile(theta, (R, 1)), theta_ref=theta, update=Update(0.01, 10),
+                  schedule=Schedule(0, steps, 10, 1, CHUNK_STEPS), rng=np.random.default_rng(1),
                   engine=engine)  # fmt: skip
     return out.steps_per_second
 

@@ -34,6 +34,7 @@ from numba import njit
 
 from weightdyn.blas import one_blas_thread
 from weightdyn.counter_rng import replica_keys, uniforms
+from weightdyn.sgd import Schedule, Update
 from weightdyn.single_layer.simulate import (
     _sgd_step,
     batch_indices_from_uniforms,
@@ -119,8 +120,8 @@ def load_bound(X, S: int, steps: int) -> float:
 
 def run_sgd_rate(X, y, w_star, S: int, R: int, steps: int) -> float:
     sample = max(20, steps // 20 * 20)
-    res = run_sgd(X, y, w_star, 0.1, S, "with", np.tile(w_star, (R, 1)), 0, sample, 10, 2,
-                  np.random.default_rng(3))  # fmt: skip
+    res = run_sgd(X, y, w_star, np.tile(w_star, (R, 1)), Update(0.1, S, "with"),
+                  Schedule(0, sample, 10, 2), np.random.default_rng(3))  # fmt: skip
     return sample * R / res.elapsed_s
 
 

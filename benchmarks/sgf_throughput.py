@@ -32,6 +32,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from weightdyn.counter_rng import normals, replica_keys
+from weightdyn.sgd import Schedule, Update
 from weightdyn.single_layer import sgf, theory
 from weightdyn.single_layer.simulate import run_sgd
 
@@ -137,13 +138,14 @@ def measure(N: int, P: int, R: int, budget: float) -> None:
         # about budget / 3 seconds per timing at 1e9 multiply-adds/s
         steps = max(320, int(budget / 3 * 1e9 / (R * flops)) // 320 * 320)
         old = _rate(steps, R, numpy_sgf, X, y, w_star, lr, S, W, steps, thin, rng(1), noise)
-        new = _rate(steps, R, sgf.run_sgf, X, y, w_star, lr, S, "with", W, 0, steps, thin, 1,
-                    rng(1), noise=noise)  # fmt: skip
+        new = _rate(steps, R, sgf.run_sgf, X, y, w_star, W, Update(lr, S, "with"),
+                    Schedule(0, steps, thin, 1), rng(1), noise=noise)  # fmt: skip
         n_rng = max(1, (1 << 22) // (R * k))  # 32 MB of normals
         normal_rate = _rate(n_rng, R, normals, replica_keys(rng(2), R), 0, n_rng, k)
         print(f"{N:>4} {P:>4} {R:>4} {noise:>14} | {old:9.3e} {new:9.3e} {new / old:6.2f}x | "
               f"{normal_rate:9.3e}", flush=True)  # fmt: skip
-    sgd = _rate(3200, R, run_sgd, X, y, w_star, lr, S, "with", W, 0, 3200, thin, 1, rng(1))
+    sgd = _rate(3200, R, run_sgd, X, y, w_star, W, Update(lr, S, "with"),
+                Schedule(0, 3200, thin, 1), rng(1))  # fmt: skip
     print(f"{N:>4} {P:>4} {R:>4} {'SGD (S=10)':>14} | {'':>9} {sgd:9.3e}")
 
 
@@ -163,11 +165,11 @@ def main() -> None:
     with threadpool_limits(limits=1):
         X, y, w_star = _problem(5, 10)  # compile or load the kernels outside the timings
         for noise in sgf.NOISE_MODES:
-            sgf.run_sgf(X, y, w_star, 0.1, 2, "with", np.tile(w_star, (2, 1)), 0, 20, 10, 1,
-                        np.random.default_rng(0), noise=noise)  # fmt: skip
+            sgf.run_sgf(X, y, w_star, np.tile(w_star, (2, 1)), Update(0.1, 2, "with"),
+                        Schedule(0, 20, 10, 1), np.random.default_rng(0), noise=noise)  # fmt: skip
         normals(replica_keys(np.random.default_rng(0), 1), 0, 1, 2)
-        run_sgd(X, y, w_star, 0.1, 2, "with", np.tile(w_star, (2, 1)), 0, 20, 10, 1,
-                np.random.default_rng(0))  # fmt: skip
+        run_sgd(X, y, w_star, np.tile(w_star, (2, 1)), Update(0.1, 2, "with"),
+                Schedule(0, 20, 10, 1), np.random.default_rng(0))  # fmt: skip
         for size in args.sizes:
             N, P = (int(v) for v in size.lower().split("x"))
             measure(N, P, args.R, args.budget)

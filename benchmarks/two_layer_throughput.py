@@ -26,6 +26,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from weightdyn.counter_rng import replica_keys
+from weightdyn.sgd import Schedule, Update
 from weightdyn.two_layer.data import two_layer_data
 from weightdyn.two_layer.simulate import (
     batch_indices_from_uniforms,
@@ -139,9 +140,8 @@ def main() -> None:
         for moments in ("W2", "all"):
             steps = 10 * 32 * (40 if moments == "W2" else 4)
             res = run_sgd_two_layer(
-                X, Y, gf.W1, gf.W2, args.lr, S, "with", W1s, W2s, burnin_steps=1000,
-                sample_steps=steps, thin=10, n_blocks=2, rng=np.random.default_rng(1),
-                second_moments=moments,
+                X, Y, (gf.W1, gf.W2), (W1s, W2s), Update(args.lr, S, "with"),
+                Schedule(1000, steps, 10, 2), np.random.default_rng(1), second_moments=moments,
             )  # fmt: skip
             e2e = (res.burnin_steps + res.sample_steps) * R / res.elapsed_s
             print(

@@ -19,6 +19,7 @@ import xarray as xr
 from test_single_layer_experiment import EXP, TINY, cell_data, run_sweep
 
 from weightdyn import agreement, observables, stats, sweep
+from weightdyn.sgd import Schedule, Update
 from weightdyn.single_layer import theory
 from weightdyn.single_layer.protocol import SGDProtocol, run_stationary_sgd, slowest_mode_and_loss
 from weightdyn.single_layer.sgf import run_sgf
@@ -204,10 +205,11 @@ def test_hook_leaves_every_result_bit_identical(dynamics: str) -> None:
     W0 = np.tile(w_star, (3, 1))
 
     def run(obs):
-        args = (data.X, data.y, w_star, 0.1, 4, "with", W0, 200, 2560, 5, 2,
-                np.random.default_rng(7))  # fmt: skip
+        update, rng = Update(0.1, 4, "with"), np.random.default_rng(7)
         if dynamics == "sgd":
-            return run_sgd(*args, chunk_steps=640, observables=obs)
+            schedule = Schedule(200, 2560, 5, 2, chunk_steps=640)
+            return run_sgd(data.X, data.y, w_star, W0, update, schedule, rng, observables=obs)
+        args = (data.X, data.y, w_star, W0, update, Schedule(200, 2560, 5, 2), rng)
         return run_sgf(*args, noise=dynamics.removeprefix("sgf_"), observables=obs)
 
     plain, hooked = run(None), run(hook)
@@ -268,7 +270,7 @@ def test_two_layer_hook_is_exact_and_changes_nothing() -> None:
     np.testing.assert_allclose(values[..., 0], (theta - theta_ref) @ q, rtol=1e-12)
     for kind in ("sgd", "sgf"):
         run = tl_sim.run_sgd_two_layer if kind == "sgd" else tl_sim.run_sgf_two_layer
-        args = (d.X, d.Y, gf.W1, gf.W2, 0.2, 4, "with", gf.W1, gf.W2, 100, 640, 5, 2)
+        args = (d.X, d.Y, (gf.W1, gf.W2), (gf.W1, gf.W2), Update(0.2, 4), Schedule(100, 640, 5, 2))
         plain = run(*args, np.random.default_rng(5), replicas=2)
         hooked = run(*args, np.random.default_rng(5), replicas=2, observables=hook)
         _assert_identical(plain, hooked)

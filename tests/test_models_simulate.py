@@ -9,7 +9,8 @@ import pytest
 
 from weightdyn.counter_rng import replica_keys, uniforms
 from weightdyn.models import DeepLinear, Linear, Model, OneHidden
-from weightdyn.models.simulate import kernel_spec, reference_chain, run_sgd
+from weightdyn.models.simulate import CHUNK_STEPS, kernel_spec, reference_chain, run_sgd
+from weightdyn.sgd import Schedule, Update
 from weightdyn.single_layer.simulate import batch_indices_from_uniforms
 
 KERNEL_MODELS = {
@@ -28,10 +29,10 @@ def problem(model: Model, P: int = 12, seed: int = 0):
 
 
 def run(model, X, Y, theta, engine, sampling="with", R=3, n_steps=48, thin=4, n_blocks=2,
-        lr=0.05, seed=7, **kw):  # fmt: skip
+        lr=0.05, seed=7, chunk_steps=CHUNK_STEPS, **kw):  # fmt: skip
     return run_sgd(
-        model, X, Y, np.tile(theta, (R, 1)), n_steps=n_steps, thin=thin, n_blocks=n_blocks,
-        theta_ref=theta, lr=lr, batch_size=4, sampling=sampling,
+        model, X, Y, np.tile(theta, (R, 1)), theta_ref=theta, update=Update(lr, 4, sampling),
+        schedule=Schedule(0, n_steps, thin, n_blocks, chunk_steps),
         rng=np.random.default_rng(seed), engine=engine, **kw,
     )  # fmt: skip
 
@@ -107,6 +108,21 @@ def test_kernel_is_bit_identical_for_any_thread_count_and_chunking(sampling: str
         numba.set_num_threads(before)
     for name in ("final", "sum_d", "sum_dd", "n_records"):
         np.testing.assert_array_equal(getattr(one, name), getattr(two, name))
+
+
+def test_schedule_burn_in_is_the_first_steps_of_one_unrecorded_run() -> None:
+    """Schedule(burn-in 24, 48 sampling steps): both engines end where a 72-step run ends, with
+    only the sampling steps' records (the models' cells pass burn-in 0 and run twice)."""
+    model = KERNEL_MODELS["tanh"]
+    X, Y, theta = problem(model)
+    whole = run(model, X, Y, theta, "kernel", n_steps=72, thin=4, n_blocks=1)
+    for engine in ("kernel", "numpy"):
+        out = run_sgd(
+            model, X, Y, np.tile(theta, (3, 1)), theta_ref=theta, update=Update(0.05, 4),
+            schedule=Schedule(24, 48, 4, 2), rng=np.random.default_rng(7), engine=engine,
+        )  # fmt: skip
+        assert rel(out.final, whole.final) < 1e-12
+        np.testing.assert_array_equal(out.n_records, np.full((3, 2), 6))
 
 
 @pytest.mark.parametrize("engine", ["kernel", "numpy"])

@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from weightdyn.sgd import Schedule, Update
 from weightdyn.single_layer import simulate as sl_sim
 from weightdyn.single_layer import theory as sl
 from weightdyn.two_layer import protocol
@@ -195,8 +196,10 @@ def test_single_layer_theory_at_gradient_descent_minima(N, P):
     w_star = sl.min_norm_solution(X, y)
     rng = np.random.default_rng(0)
     lr_gd = 1.0 / np.linalg.eigvalsh(H)[-1]
-    res = sl_sim.run_sgd(X, y, w_star, lr_gd, P, "without", rng.normal(size=(1, N)), 3000, 32, 1,
-                         1, rng)  # fmt: skip
+    res = sl_sim.run_sgd(
+        X, y, w_star, rng.normal(size=(1, N)), Update(lr_gd, P, "without"),
+        Schedule(3000, 32, 1, 1), rng,
+    )  # fmt: skip
     w_gd = res.final_W[0]
     assert 0 < np.linalg.norm(X.T @ (X @ w_gd - y) / P) < 1e-12
     C_gd = sl.noise_covariance(X, y, S, w=w_gd)

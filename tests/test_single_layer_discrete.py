@@ -20,6 +20,7 @@ from weightdyn.plots.discrete import (
     fig_spectra_at_max_stable_lr,
     fig_trace_vs_lr,
 )
+from weightdyn.sgd import Schedule, Update
 from weightdyn.single_layer import theory as th
 from weightdyn.single_layer.datasets import sgd_dataset, theory_dataset
 from weightdyn.single_layer.protocol import SGDProtocol, run_stationary_sgd
@@ -217,9 +218,8 @@ def test_predicted_divergence_brackets_sgd(sampling: str) -> None:
     outcome = {}
     for factor in (0.95, 1.05):
         res = run_sgd(
-            data.X, data.y, w_star, factor * lr_max, S, sampling, np.tile(w_star, (R, 1)),
-            burnin_steps=2000, sample_steps=steps, thin=10, n_blocks=4,
-            rng=np.random.default_rng(12),
+            data.X, data.y, w_star, np.tile(w_star, (R, 1)), Update(factor * lr_max, S, sampling),
+            Schedule(2000, steps, 10, 4), np.random.default_rng(12),
         )  # fmt: skip
         outcome[factor] = res
     stable = outcome[0.95]

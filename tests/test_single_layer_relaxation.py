@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from weightdyn.data import teacher_student
+from weightdyn.sgd import Schedule, Update
 from weightdyn.single_layer import relaxation as rx
 from weightdyn.single_layer import theory
 from weightdyn.single_layer.simulate import run_sgd
@@ -93,15 +94,10 @@ def test_trajectory_independent_of_schedule_and_equal_to_run_sgd() -> None:
         data.X,
         data.y,
         w_star,
-        0.2,
-        4,
-        "without",
         np.tile(w0, (3, 1)),
-        burnin_steps=600,
-        sample_steps=40,
-        thin=10,
-        n_blocks=1,
-        rng=np.random.default_rng(3),
+        Update(0.2, 4, "without"),
+        Schedule(600, 40, 10, 1),
+        np.random.default_rng(3),
     )
     np.testing.assert_array_equal(res.final_W, a.W[-1])
 

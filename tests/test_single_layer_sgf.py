@@ -9,6 +9,7 @@ from threadpoolctl import threadpool_limits
 from weightdyn import stats
 from weightdyn.counter_rng import normals, replica_keys
 from weightdyn.data import teacher_student
+from weightdyn.sgd import Schedule, Update
 from weightdyn.single_layer import multiplicative, sgf, theory
 
 
@@ -76,14 +77,9 @@ def test_additive_sgf_matches_eq30_small_problem() -> None:
         data.X,
         data.y,
         w_star,
-        lr,
-        S,
-        "with",
         np.tile(w_star, (R, 1)),
-        int(3 * tau),
-        sample,
-        10,
-        4,
+        Update(lr, S, "with"),
+        Schedule(int(3 * tau), sample, 10, 4),
         np.random.default_rng(7),
     )
     covs = stats.group_covariances(res.sum_dw, res.sum_dwdw, res.n_records)
@@ -109,14 +105,9 @@ def test_large_dt_follows_the_discrete_lyapunov_equation() -> None:
         data.X,
         data.y,
         w_star,
-        lr,
-        S,
-        "with",
         np.tile(w_star, (R, 1)),
-        200,
-        8000,
-        2,
-        4,
+        Update(lr, S, "with"),
+        Schedule(200, 8000, 2, 4),
         np.random.default_rng(9),
         dt=dt,
     )
@@ -137,17 +128,11 @@ def test_chunking_does_not_change_results() -> None:
                 data.X,
                 data.y,
                 w_star,
-                0.1,
-                2,
-                "with",
                 np.tile(w_star, (3, 1)),
-                30,
-                200,
-                5,
-                2,
+                Update(0.1, 2, "with"),
+                Schedule(30, 200, 5, 2, chunk_steps=chunk),
                 np.random.default_rng(11),
                 noise=noise,
-                chunk_steps=chunk,
             )
             for chunk in (5, 4096)
         ]
@@ -175,8 +160,9 @@ def test_bit_identical_for_any_thread_count_and_chunking(noise, sampling) -> Non
         numba.set_num_threads(threads)
         try:
             return sgf.run_sgf(
-                data.X, data.y, w_star, 0.1, 3, sampling, W0, 100, 2 * 384, 3, 2,
-                np.random.default_rng(18), noise=noise, chunk_steps=chunk,
+                data.X, data.y, w_star, W0, Update(0.1, 3, sampling),
+                Schedule(100, 2 * 384, 3, 2, chunk_steps=chunk), np.random.default_rng(18),
+                noise=noise,
             )  # fmt: skip
         finally:
             numba.set_num_threads(previous)
@@ -187,7 +173,7 @@ def test_bit_identical_for_any_thread_count_and_chunking(noise, sampling) -> Non
         for a, b in zip(_bits(ref), _bits(other), strict=True):
             np.testing.assert_array_equal(a, b)
     other_seed = sgf.run_sgf(
-        data.X, data.y, w_star, 0.1, 3, sampling, W0, 100, 2 * 384, 3, 2,
+        data.X, data.y, w_star, W0, Update(0.1, 3, sampling), Schedule(100, 2 * 384, 3, 2),
         np.random.default_rng(19), noise=noise,
     )  # fmt: skip
     assert not np.array_equal(ref.final_W, other_seed.final_W)
@@ -205,7 +191,7 @@ def test_kernel_matches_reference_chain_on_the_same_normals(noise, sampling) -> 
     W0 = w_star + 0.3 * rng.standard_normal((R, 5))
     w_ref = w_star + 0.2 * rng.standard_normal(5)
     res = sgf.run_sgf(
-        data.X, data.y, w_ref, lr, S, sampling, W0, burn, sample, thin, 2,
+        data.X, data.y, w_ref, W0, Update(lr, S, sampling), Schedule(burn, sample, thin, 2),
         np.random.default_rng(22), noise=noise, dt=dt,
     )  # fmt: skip
     k = (
@@ -240,14 +226,9 @@ def test_multiplicative_sgf_reproduces_exact_sgd_moments_in_one_dimension() -> N
         x[:, None],
         u * x,
         np.array([u]),
-        lr,
-        S,
-        "with",
         np.full((R, 1), u + wbar0),
-        n - 1,
-        1,
-        1,
-        1,
+        Update(lr, S, "with"),
+        Schedule(n - 1, 1, 1, 1),
         np.random.default_rng(13),
         noise="multiplicative",
     )
@@ -276,8 +257,9 @@ def test_multiplicative_sgf_at_dt_lr_has_the_exact_sgd_second_moment(sampling) -
     M = theory.discrete_stationary_covariance(data.X, data.y, lr, S, sampling).M
     tau = 1.0 / (lr * float(np.linalg.eigvalsh(H)[0]))
     res = sgf.run_sgf(
-        data.X, data.y, w_star, lr, S, sampling, np.tile(w_star, (R, 1)), int(10 * tau),
-        int(400 * tau) // 8 * 8, 2, 4, np.random.default_rng(22), noise="multiplicative",
+        data.X, data.y, w_star, np.tile(w_star, (R, 1)), Update(lr, S, sampling),
+        Schedule(int(10 * tau), int(400 * tau) // 8 * 8, 2, 4), np.random.default_rng(22),
+        noise="multiplicative",
     )  # fmt: skip
     covs = stats.group_covariances(res.sum_dw, res.sum_dwdw, res.n_records)
     est, se = stats.jackknife_of_mean(lambda c: np.trace(c, axis1=-2, axis2=-1), covs)
@@ -290,19 +272,20 @@ def test_multiplicative_sgf_at_dt_lr_has_the_exact_sgd_second_moment(sampling) -
 
 def test_validation_errors_name_argument_and_values() -> None:
     data, _, w_star = _problem(3, 8, 0.25, 14)
-    args = (data.X, data.y, w_star, 0.1, 2)
+    args = (data.X, data.y, w_star)
     W = np.tile(w_star, (2, 1))
     rng = np.random.default_rng(0)
+    update, steps = Update(0.1, 2, "with"), Schedule(0, 10, 1, 1)
     with pytest.raises(ValueError, match=r"noise must be one of \('additive', 'multiplicative'\)"):
-        sgf.run_sgf(*args, "with", W, 0, 10, 1, 1, rng, noise="gaussian")
+        sgf.run_sgf(*args, W, update, steps, rng, noise="gaussian")
     with pytest.raises(ValueError, match=r"sampling must be one of \('with', 'without'\)"):
-        sgf.run_sgf(*args, "replace", W, 0, 10, 1, 1, rng)
+        sgf.run_sgf(*args, W, Update(0.1, 2, "replace"), steps, rng)
     with pytest.raises(ValueError, match="dt must be a finite number > 0"):
-        sgf.run_sgf(*args, "with", W, 0, 10, 1, 1, rng, dt=0.0)
+        sgf.run_sgf(*args, W, update, steps, rng, dt=0.0)
     with pytest.raises(ValueError, match=r"w_init must have shape \(R, N\)"):
-        sgf.run_sgf(*args, "with", W[:, :2], 0, 10, 1, 1, rng)
+        sgf.run_sgf(*args, W[:, :2], update, steps, rng)
     with pytest.raises(ValueError, match="multiple of n_blocks"):
-        sgf.run_sgf(*args, "with", W, 0, 10, 3, 1, rng)
+        sgf.run_sgf(*args, W, update, Schedule(0, 10, 3, 1), rng)
 
 
 def test_divergence_is_flagged() -> None:
@@ -312,14 +295,9 @@ def test_divergence_is_flagged() -> None:
         data.X,
         data.y,
         w_star,
-        0.1,
-        2,
-        "with",
         np.tile(w_star, (2, 1)),
-        2000,
-        100,
-        1,
-        1,
+        Update(0.1, 2, "with"),
+        Schedule(2000, 100, 1, 1),
         np.random.default_rng(0),
         dt=dt,
     )
@@ -354,14 +332,9 @@ def test_acceptance_additive_sgf_matches_eq30_at_paper_point(dt, sample) -> None
             data.X,
             data.y,
             w_star,
-            lr,
-            S,
-            "with",
             np.tile(w_star, (R, 1)),
-            burn,
-            sample,
-            10,
-            4,
+            Update(lr, S, "with"),
+            Schedule(burn, sample, 10, 4),
             np.random.default_rng(2025),
             dt=dt,
         )

@@ -9,6 +9,7 @@ import pytest
 
 from weightdyn.blas import fill_upper
 from weightdyn.counter_rng import replica_keys, uniforms
+from weightdyn.sgd import Schedule, Update
 from weightdyn.single_layer.simulate import (
     SGDResult,
     batch_indices_from_uniforms,
@@ -144,26 +145,13 @@ def test_without_replacement_subsets_uniform():
     assert np.all(np.abs(counts - n * p) < 5 * se)
 
 
-def _small_run(seed, chunk_steps, sampling="with", **kw):
+def _small_run(seed, chunk_steps, sampling="with", sample_steps=2 * 320, **kw):
     X, y, w_star = _problem(7, 5, 12)
     R = 3
-    args = dict(
-        lr=0.2,
-        batch_size=4,
-        sampling=sampling,
-        w_init=np.zeros((R, 5)),
-        burnin_steps=100,
-        sample_steps=2 * 320,
-        thin=2,
-        n_blocks=2,
-    )
-    args.update(kw)
-    return (
-        X,
-        y,
-        w_star,
-        run_sgd(X, y, w_star, rng=np.random.default_rng(seed), chunk_steps=chunk_steps, **args),
-    )
+    update = Update(lr=0.2, batch_size=4, sampling=sampling)
+    schedule = Schedule(100, sample_steps, thin=2, n_blocks=2, chunk_steps=chunk_steps)
+    rng = np.random.default_rng(seed)
+    return X, y, w_star, run_sgd(X, y, w_star, np.zeros((R, 5)), update, schedule, rng, **kw)
 
 
 def _result_arrays(res: SGDResult):
@@ -224,16 +212,10 @@ def test_divergence_flagged_without_warnings(burnin):
         X,
         y,
         w_star,
-        lr=50.0 / omega_max,
-        batch_size=4,
-        sampling="with",
-        w_init=np.ones((2, 5)),
-        burnin_steps=burnin,
-        sample_steps=20000,
-        thin=1,
-        n_blocks=2,
-        rng=np.random.default_rng(0),
-        chunk_steps=256,
+        np.ones((2, 5)),
+        Update(50.0 / omega_max, 4, "with"),
+        Schedule(burnin, 20000, 1, 2, chunk_steps=256),
+        np.random.default_rng(0),
         progress=msgs.append,
     )
     assert res.diverged
@@ -252,30 +234,18 @@ def test_progress_reports():
 
 def test_argument_validation():
     X, y, w_star = _problem(9, 3, 6)
-    base = dict(
-        X=X,
-        y=y,
-        w_ref=w_star,
-        lr=0.1,
-        batch_size=2,
-        sampling="with",
-        w_init=np.zeros((2, 3)),
-        burnin_steps=0,
-        sample_steps=100,
-        thin=1,
-        n_blocks=1,
-        rng=np.random.default_rng(0),
-    )
+    W, rng = np.zeros((2, 3)), np.random.default_rng(0)
+    steps = Schedule(burnin_steps=0, sample_steps=100, thin=1, n_blocks=1)
     with pytest.raises(ValueError, match=r"sampling.*with.*without"):
-        run_sgd(**{**base, "sampling": "poisson"})
+        run_sgd(X, y, w_star, W, Update(0.1, 2, "poisson"), steps, rng)
     with pytest.raises(ValueError, match="batch_size"):
-        run_sgd(**{**base, "sampling": "without", "batch_size": 7})
+        run_sgd(X, y, w_star, W, Update(0.1, 7, "without"), steps, rng)
     with pytest.raises(ValueError, match="sample_steps"):
-        run_sgd(**{**base, "n_blocks": 3})
+        run_sgd(X, y, w_star, W, Update(0.1, 2, "with"), Schedule(0, 100, 1, 3), rng)
     with pytest.raises(ValueError, match="sampling"):
         batch_indices_from_uniforms(np.zeros((1, 1, 1)), 3, "bogus")
     # S > P is fine with replacement
-    res = run_sgd(**{**base, "batch_size": 7})
+    res = run_sgd(X, y, w_star, W, Update(0.1, 7, "with"), steps, rng)
     assert not res.diverged
 
 
@@ -324,15 +294,10 @@ def test_stationary_covariance_matches_exact_fixed_point(sampling):
         X,
         y,
         w_star,
-        lr=lr,
-        batch_size=S,
-        sampling=sampling,
-        w_init=np.tile(w_star, (R, 1)),
-        burnin_steps=int(10 * tau),
-        sample_steps=n_blocks * block,
-        thin=thin,
-        n_blocks=n_blocks,
-        rng=np.random.default_rng(99),
+        np.tile(w_star, (R, 1)),
+        Update(lr, S, sampling),
+        Schedule(int(10 * tau), n_blocks * block, thin, n_blocks),
+        np.random.default_rng(99),
     )
     assert not res.diverged
     covs = group_covariances(res.sum_dw, res.sum_dwdw, res.n_records, about="reference")

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from weightdyn.counter_rng import normals, replica_keys, uniforms
+from weightdyn.sgd import Schedule, Update
 from weightdyn.two_layer import simulate as sim
 from weightdyn.two_layer.data import two_layer_data
 
@@ -188,17 +189,18 @@ def test_sgf_kernel_matches_a_plain_euler_maruyama_loop(N_o):
         assert diag[2, r, 2] == pytest.approx(np.sum((C2 @ C1 - w_star) ** 2), rel=1e-10)
 
 
-def _run(data, sampling="with", chunk_steps=4096, seed=5, lr=0.2, kind="sgd", **kw):
+def _run(data, sampling="with", chunk_steps=4096, seed=5, lr=0.2, kind="sgd", burnin_steps=60,
+         sample_steps=640, n_blocks=2, **kw):  # fmt: skip
     N_i = data.N_i
     rng0 = np.random.default_rng(11)
     W1, W2 = sim.gaussian_init(N_i, 4, data.N_o, rng0)
     gf = sim.gradient_flow(data.X, data.Y, W1, W2, 300.0)
     run = sim.run_sgd_two_layer if kind == "sgd" else sim.run_sgf_two_layer
-    args = dict(burnin_steps=60, sample_steps=640, thin=5, n_blocks=2, replicas=3)
-    args.update(kw)
+    schedule = Schedule(burnin_steps, sample_steps, 5, n_blocks, chunk_steps)
+    args = {"replicas": 3, **kw}
     return run(
-        data.X, data.Y, gf.W1, gf.W2, lr, 4, sampling, gf.W1, gf.W2,
-        rng=np.random.default_rng(seed), chunk_steps=chunk_steps, trace_every=20, **args,
+        data.X, data.Y, (gf.W1, gf.W2), (gf.W1, gf.W2), Update(lr, 4, sampling), schedule,
+        np.random.default_rng(seed), trace_every=20, **args,
     )  # fmt: skip
 
 
@@ -342,8 +344,8 @@ def test_sgf_small_dt_zero_noise_is_gradient_flow():
     """S = P without replacement: no noise, Euler with small dt follows the gradient flow."""
     data, W1, W2 = _problem(N_i=5, N_o=2, P=40)
     res = sim.run_sgf_two_layer(
-        data.X, data.Y, W1, W2, 0.5, 40, "without", W1, W2, burnin_steps=0, sample_steps=2000,
-        thin=1, n_blocks=1, rng=np.random.default_rng(0), dt=1e-3, second_moments="none",
+        data.X, data.Y, (W1, W2), (W1, W2), Update(0.5, 40, "without"), Schedule(0, 2000, 1, 1),
+        np.random.default_rng(0), dt=1e-3, second_moments="none",
     )  # fmt: skip
     gf = sim.gradient_flow(data.X, data.Y, W1, W2, 2.0, t_eval=np.array([0.0, 2.0]))
     assert np.abs(res.final_W1[0] - gf.W1).max() < 5e-3 * np.abs(gf.W1).max()

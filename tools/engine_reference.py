@@ -23,6 +23,7 @@ import numpy as np
 from weightdyn.models import DeepLinear, OneHidden
 from weightdyn.models.simulate import run_sgd as run_models_sgd
 from weightdyn.observables import LinearQuadratic
+from weightdyn.sgd import Schedule, Update
 from weightdyn.single_layer.sgf import run_sgf
 from weightdyn.single_layer.simulate import run_sgd
 from weightdyn.two_layer.simulate import (
@@ -52,15 +53,16 @@ def _hook(X: np.ndarray) -> LinearQuadratic:
 def _single_layer_cases() -> dict[str, Callable[[], object]]:
     X, y, w_ref = _single_layer_data()
     W0 = w_ref + 0.1 * np.random.default_rng(3).normal(size=(4, X.shape[1]))
-    common = dict(burnin_steps=1000, sample_steps=3200, thin=5, n_blocks=4, chunk_steps=500)
+    schedule = Schedule(burnin_steps=1000, sample_steps=3200, thin=5, n_blocks=4, chunk_steps=500)
 
     def sgd(sampling: str, lr: float = 0.3, hook: bool = False) -> object:
-        return run_sgd(X, y, w_ref, lr, 5, sampling, W0, rng=np.random.default_rng(7),
-                       observables=_hook(X) if hook else None, **common)  # fmt: skip
+        hooked = _hook(X) if hook else None
+        return run_sgd(X, y, w_ref, W0, Update(lr, 5, sampling), schedule,
+                       np.random.default_rng(7), observables=hooked)  # fmt: skip
 
     def sgf(noise: str, hook: bool = False) -> object:
-        return run_sgf(X, y, w_ref, 0.3, 5, "with", W0, rng=np.random.default_rng(8),
-                       noise=noise, observables=_hook(X) if hook else None, **common)  # fmt: skip
+        return run_sgf(X, y, w_ref, W0, Update(0.3, 5, "with"), schedule, np.random.default_rng(8),
+                       noise=noise, observables=_hook(X) if hook else None)  # fmt: skip
 
     return {
         "sl_sgd_with": lambda: sgd("with"),
@@ -80,12 +82,12 @@ def _two_layer_cases() -> dict[str, Callable[[], object]]:
     W1, W2 = gaussian_init(N_i, N_h, N_o, rng)
     W1_0, W2_0 = gaussian_init(N_i, N_h, N_o, rng, replicas=3)
     W1_0, W2_0 = W1 + 0.1 * W1_0, W2 + 0.1 * W2_0
-    kw = dict(burnin_steps=640, sample_steps=1280, thin=4, n_blocks=2, chunk_steps=256,
-              trace_every=64)  # fmt: skip
+    refs, inits = (W1, W2), (W1_0, W2_0)
+    schedule = Schedule(burnin_steps=640, sample_steps=1280, thin=4, n_blocks=2, chunk_steps=256)
 
     def run(fn: Callable[..., object], seed: int) -> object:
-        return fn(X, Y, W1, W2, 0.05, 3, "with", W1_0, W2_0, rng=np.random.default_rng(seed),
-                  **kw)  # fmt: skip
+        return fn(X, Y, refs, inits, Update(0.05, 3, "with"), schedule,
+                  np.random.default_rng(seed), trace_every=64)  # fmt: skip
 
     def flow(**kw: object) -> object:
         return gradient_flow(X, Y, W1_0[0], W2_0[0], 30.0, n_out=21, **kw)
@@ -94,11 +96,12 @@ def _two_layer_cases() -> dict[str, Callable[[], object]]:
         "tl_sgd": lambda: run(run_sgd_two_layer, 31),
         "tl_sgf": lambda: run(run_sgf_two_layer, 32),
         "tl_sgd_W2_moments": lambda: run_sgd_two_layer(
-            X, Y, W1, W2, 0.05, 3, "without", W1_0, W2_0, rng=np.random.default_rng(33),
-            second_moments="W2", observables=_TwoLayerHook(), **kw,
+            X, Y, refs, inits, Update(0.05, 3, "without"), schedule, np.random.default_rng(33),
+            trace_every=64, second_moments="W2", observables=_TwoLayerHook(),
         ),
         "tl_sgd_diverged": lambda: run_sgd_two_layer(
-            X, Y, W1, W2, 3.0, 3, "with", W1_0, W2_0, rng=np.random.default_rng(34), **kw
+            X, Y, refs, inits, Update(3.0, 3, "with"), schedule, np.random.default_rng(34),
+            trace_every=64,
         ),
         "tl_gf_rk4": lambda: flow(method="rk4", dt=0.1),
         "tl_gf_adaptive": lambda: flow(method="adaptive"),
@@ -128,9 +131,9 @@ def _models_cases() -> dict[str, Callable[[], object]]:
             for sampling in ("with", "without"):
                 out[f"models_{name}_{engine}_{sampling}"] = (
                     lambda m=model, t0=theta0, tr=theta_ref, e=engine, s=sampling: run_models_sgd(
-                        m, X, Y, t0, n_steps=1200, thin=3, n_blocks=2, theta_ref=tr, lr=0.05,
-                        batch_size=4, sampling=s, rng=np.random.default_rng(9), engine=e,
-                        chunk_steps=300,
+                        m, X, Y, t0, theta_ref=tr, update=Update(0.05, 4, s),
+                        schedule=Schedule(0, 1200, 3, 2, chunk_steps=300),
+                        rng=np.random.default_rng(9), engine=e,
                     )
                 )  # fmt: skip
     return out

@@ -61,7 +61,8 @@ from weightdyn import seeds, stationarity
 from weightdyn.io import attrs
 from weightdyn.models import theory
 from weightdyn.models.base import FloatArray, Model
-from weightdyn.models.simulate import run_sgd
+from weightdyn.models.simulate import CHUNK_STEPS, run_sgd
+from weightdyn.sgd import Schedule, Update
 from weightdyn.stats import jackknife_of_mean
 
 Progress = Callable[[str], None]
@@ -201,15 +202,13 @@ def simulate(
     thin = max(1, int(tau / params["records_per_tau"]))
     cap = int(params["max_steps"])
     rng = seeds.generator("models/sgd", params)
-    common = dict(
-        lr=params["lr"], batch_size=params["batch_size"], sampling=params["sampling"],
-        rng=rng, progress=progress,
-    )  # fmt: skip
+    update = Update(params["lr"], params["batch_size"], params["sampling"])
+    common = dict(update=update, rng=rng, progress=progress)
     n_burn = _steps(tau, params["burn_tau"] + extra_tau, thin, cap)
     progress(f"burn-in: {n_burn} steps x {R} replicas (tau = {tau:.4g} steps, thin {thin})")
     burn = run_sgd(
-        model, data.X, data.Y, np.tile(start, (R, 1)), n_steps=n_burn, thin=thin, n_blocks=1,
-        theta_ref=start, **common,
+        model, data.X, data.Y, np.tile(start, (R, 1)), theta_ref=start,
+        schedule=Schedule(0, n_burn, thin, 1, CHUNK_STEPS), **common,
     )  # fmt: skip
     if burn.diverged.any():
         raise CellFailed("diverged", f"{int(burn.diverged.sum())} of {R} replicas diverged")
@@ -220,8 +219,8 @@ def simulate(
     n_sample = _steps(tau, params["sample_tau"], thin * n_blocks, cap)
     progress(f"sampling: {n_sample} steps x {R} replicas in {n_blocks} blocks")
     sample = run_sgd(
-        model, data.X, data.Y, burn.final, n_steps=n_sample, thin=thin, n_blocks=n_blocks,
-        theta_ref=local.theta, **common,
+        model, data.X, data.Y, burn.final, theta_ref=local.theta,
+        schedule=Schedule(0, n_sample, thin, n_blocks, CHUNK_STEPS), **common,
     )  # fmt: skip
     if sample.diverged.any():
         raise CellFailed("diverged", f"{int(sample.diverged.sum())} of {R} replicas diverged")

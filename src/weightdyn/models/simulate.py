@@ -42,11 +42,20 @@ from weightdyn.counter_rng import uniform, uniforms
 from weightdyn.minibatch import draw_batch
 from weightdyn.models.base import FloatArray, Model
 from weightdyn.models.networks import DeepLinear, OneHidden
-from weightdyn.sgd.engine import Plan, Record, Settings, State, VectorKernel, divergence_bound
+from weightdyn.sgd.engine import (
+    Record,
+    Schedule,
+    Settings,
+    State,
+    Update,
+    VectorKernel,
+    divergence_bound,
+)
 from weightdyn.sgd.engine import run as engine_run
 from weightdyn.single_layer.simulate import _within, batch_indices_from_uniforms
 
 __all__ = [
+    "CHUNK_STEPS",
     "KERNEL_ACTIVATIONS",
     "ModelKernel",
     "NumpyKernel",
@@ -62,6 +71,9 @@ SAMPLING_MODES = ("with", "without")
 #: activation codes of the compiled one-hidden-layer gradient
 KERNEL_ACTIVATIONS = {"tanh": 0, "softplus": 1}
 _DEEP, _ONE_HIDDEN = 0, 1
+#: the kernel-call length of this package's runs (:class:`weightdyn.sgd.Schedule`'s
+#: ``chunk_steps``; changes no result bit)
+CHUNK_STEPS = 1 << 14
 
 
 # ------------------------------------------------------------------------- model specs
@@ -379,32 +391,32 @@ def run_sgd(
     Y: ArrayLike,
     theta0: ArrayLike,
     *,
-    n_steps: int,
-    thin: int,
-    n_blocks: int,
     theta_ref: ArrayLike,
-    lr: float,
-    batch_size: int,
-    sampling: str = "with",
+    update: Update,
+    schedule: Schedule,
     rng: np.random.Generator,
     progress: Callable[[str], None] | None = None,
     engine: Engine = "auto",
-    chunk_steps: int = 1 << 14,
 ) -> SGDRun:
-    """``n_steps`` SGD steps (Eqs. 10-11) of the replicas ``theta0`` (R, n) in ``n_blocks``
-    equal time blocks, recording every ``thin`` steps (module docstring), by the engine
+    """SGD (Eqs. 10-11) of the replicas ``theta0`` (R, n) with the step ``update``
+    (:class:`weightdyn.sgd.Update`: ``lr``, ``batch_size``, ``sampling``) through the plan
+    ``schedule`` (:class:`weightdyn.sgd.Schedule`): ``burnin_steps`` unrecorded steps (the
+    model drivers use 0 and a separate run), then ``sample_steps`` steps in ``n_blocks`` equal
+    time blocks, recording every ``thin`` steps (module docstring), by the engine
     (:func:`weightdyn.sgd.run`) with :class:`ModelKernel` or :class:`NumpyKernel`.
-    ``chunk_steps`` only sets how often ``progress`` hears (rounded to whole record groups); no
-    result depends on it.
+    ``schedule.chunk_steps`` only sets how often ``progress`` hears (rounded to whole record
+    groups); no result depends on it. :mod:`weightdyn.models.cell` passes :data:`CHUNK_STEPS`
+    (``1 << 14``, the former default of this function).
     """
-    S = int(batch_size)
+    S, sampling = int(update.batch_size), update.sampling
     X, Y, Theta, theta_ref = _check_run(model, X, Y, theta0, theta_ref, S, sampling)
-    plan = Plan.build(0, n_steps, thin, n_blocks, chunk_steps)
+    plan = schedule.plan()
     used = _engine(model, engine)
+    lr = float(update.lr)
     if used == "kernel":
-        kernel = ModelKernel(X, Y, kernel_spec(model), theta_ref, float(lr), S, sampling == "with")
+        kernel = ModelKernel(X, Y, kernel_spec(model), theta_ref, lr, S, sampling == "with")
     else:
-        kernel = NumpyKernel(model, X, Y, theta_ref, float(lr), S, sampling)
+        kernel = NumpyKernel(model, X, Y, theta_ref, lr, S, sampling)
     bound = divergence_bound(theta_ref)
     settings = Settings(plan, bound, f"SGD ({used})", progress, per_replica=True)
     state = State.start(Theta, rng, X.shape[0])

@@ -20,6 +20,13 @@ owns what is the same everywhere:
   records), progress lines (:class:`weightdyn.streams.ProgressReporter`) and the moments of the
   result (:class:`~weightdyn.sgd.engine.Moments`, and :class:`~weightdyn.sgd.engine.SGDResult`).
 
+The drivers take the step and the plan as two small settings objects instead of long argument
+lists: :class:`~weightdyn.sgd.engine.Update` (``lr``, ``batch_size``, ``sampling``: one step's
+learning rate, batch size and App. C sampling) and :class:`~weightdyn.sgd.engine.Schedule`
+(``burnin_steps``, ``sample_steps``, ``thin``, ``n_blocks``, ``chunk_steps``; its
+:meth:`~weightdyn.sgd.engine.Schedule.plan` is the checked plan), e.g.
+``run_sgd(X, y, w_ref, w_init, Update(0.1, 8), Schedule(1000, 3200, thin=10), rng)``.
+
 The kernel interface (:class:`~weightdyn.sgd.engine.Kernel`) is one method::
 
     kernel.advance(state: State, step0: int, n_steps: int, record: Record) -> None
@@ -56,9 +63,11 @@ from weightdyn.sgd.engine import (
     Moments,
     Plan,
     Record,
+    Schedule,
     Settings,
     SGDResult,
     State,
+    Update,
     VectorKernel,
     divergence_bound,
     run,
@@ -73,8 +82,10 @@ __all__ = [
     "Plan",
     "Record",
     "SGDResult",
+    "Schedule",
     "Settings",
     "State",
+    "Update",
     "VectorKernel",
     "divergence_bound",
     "run",

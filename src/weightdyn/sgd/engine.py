@@ -28,8 +28,10 @@ __all__ = [
     "Plan",
     "Record",
     "SGDResult",
+    "Schedule",
     "Settings",
     "State",
+    "Update",
     "VectorKernel",
     "divergence_bound",
     "run",
@@ -96,6 +98,39 @@ class Plan:
         for b in range(self.n_blocks):
             for pos in range(0, block_steps, self.chunk):
                 yield min(self.chunk, block_steps - pos), b
+
+
+@dataclass(frozen=True)
+class Update:
+    """One SGD step's learning rate ``lr`` (lambda), batch size ``batch_size`` (S) and App. C
+    sampling ``sampling`` ("with" or "without" replacement).
+
+    A plain record: each driver checks the values (and names them in its ValueError)."""
+
+    lr: float
+    batch_size: int
+    sampling: str = "with"
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """Burn-in, sampling length, a record every ``thin`` steps, ``n_blocks`` time blocks and the
+    kernel-call length ``chunk_steps`` (changes no result bit).
+
+    ``burnin_steps`` steps run first (nothing recorded); then ``sample_steps`` steps (a multiple
+    of ``n_blocks * thin``) in ``n_blocks`` equal blocks. :meth:`plan` checks them."""
+
+    burnin_steps: int
+    sample_steps: int
+    thin: int = 1
+    n_blocks: int = 1
+    chunk_steps: int = 4096
+
+    def plan(self) -> Plan:
+        """The checked :class:`Plan` (:meth:`Plan.build`; ValueError on bad step counts)."""
+        return Plan.build(
+            self.burnin_steps, self.sample_steps, self.thin, self.n_blocks, self.chunk_steps
+        )
 
 
 @dataclass

@@ -21,6 +21,7 @@ import xarray as xr
 from weightdyn import stationarity
 from weightdyn.data import TeacherStudentData
 from weightdyn.observables import LinearQuadratic, Observables
+from weightdyn.sgd import Schedule, Update
 from weightdyn.single_layer import theory
 from weightdyn.single_layer.sgf import SGFResult, run_sgf
 from weightdyn.single_layer.simulate import SGDResult, run_sgd
@@ -174,22 +175,17 @@ def run_stationary_sgd(
     w_star, protocol, tau = _plan(data, lr, protocol)
     w_init = initial_weights(w_star, protocol, rng)
     extra = start_extra_tau(data, lr, batch_size, sampling, w_star, w_init)
-    result = run_sgd(
-        data.X,
-        data.y,
-        w_star,
-        lr,
-        batch_size,
-        sampling,
-        w_init,
+    schedule = Schedule(
         burnin_steps=protocol.burnin(tau, extra),
         sample_steps=protocol.sampling_length(tau),
         thin=protocol.thin,
         n_blocks=protocol.n_blocks,
-        rng=rng,
-        progress=progress,
-        observables=observables,
     )
+    update = Update(lr, batch_size, sampling)
+    result = run_sgd(
+        data.X, data.y, w_star, w_init, update, schedule, rng,
+        progress=progress, observables=observables,
+    )  # fmt: skip
     return w_star, result
 
 
@@ -229,22 +225,9 @@ def run_stationary_sgf(
     w_init = initial_weights(w_star, protocol, rng)
     extra = start_extra_tau(data, lr, batch_size, sampling, w_star, w_init)
     burnin, sample = sgf_steps(protocol, tau, dt_over_lr, extra)
+    schedule = Schedule(burnin, sample, protocol.thin, protocol.n_blocks)
     result = run_sgf(
-        data.X,
-        data.y,
-        w_star,
-        lr,
-        batch_size,
-        sampling,
-        w_init,
-        burnin,
-        sample,
-        protocol.thin,
-        protocol.n_blocks,
-        rng,
-        noise=noise,
-        dt=dt_over_lr * lr,
-        progress=progress,
-        observables=observables,
-    )
+        data.X, data.y, w_star, w_init, Update(lr, batch_size, sampling), schedule, rng,
+        noise=noise, dt=dt_over_lr * lr, progress=progress, observables=observables,
+    )  # fmt: skip
     return w_star, result

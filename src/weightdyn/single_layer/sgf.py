@@ -54,11 +54,12 @@ from weightdyn.observables import Observables, in_basis
 from weightdyn.sgd import engine
 from weightdyn.sgd.engine import (
     RECORD_GROUP,
-    Plan,
     Record,
+    Schedule,
     Settings,
     SGDResult,
     State,
+    Update,
     VectorKernel,
     divergence_bound,
 )
@@ -422,31 +423,28 @@ def run_sgf(
     X: ArrayLike,
     y: ArrayLike,
     w_ref: ArrayLike,
-    lr: float,
-    batch_size: int,
-    sampling: str,
     w_init: ArrayLike,
-    burnin_steps: int,
-    sample_steps: int,
-    thin: int,
-    n_blocks: int,
+    update: Update,
+    schedule: Schedule,
     rng: np.random.Generator,
     *,
     noise: str = "additive",
     dt: float | None = None,
-    chunk_steps: int = 4096,
     progress: Callable[[str], None] | None = None,
     observables: Observables | None = None,
 ) -> SGFResult:
     """Integrate Eq. 13 for R replicas (rows of ``w_init``) and accumulate weight moments.
 
-    Same protocol and outputs as :func:`weightdyn.single_layer.simulate.run_sgd`, with steps
-    being Euler-Maruyama steps of size ``dt`` in SDE time (default ``dt = lr``: one SGD step per
-    Euler step; SDE time ``t = lr * tau``). ``burnin_steps`` steps run first; then
-    ``sample_steps`` steps (a multiple of ``n_blocks * thin``) are split into ``n_blocks`` time
-    blocks, and every ``thin``-th step ``dw = w - w_ref`` enters ``sum_dw`` and ``sum_dwdw`` of
-    its (replica, block) group, inside the kernel (:func:`sgf_kernel`); the plan, streams, sums,
-    divergence and hook are the engine's (:func:`weightdyn.sgd.run`, kernel :class:`SGFKernel`).
+    Same protocol, arguments and outputs as :func:`weightdyn.single_layer.simulate.run_sgd`,
+    with steps being Euler-Maruyama steps of size ``dt`` in SDE time (default ``dt = update.lr``:
+    one SGD step per Euler step; SDE time ``t = lr * tau``). ``update``
+    (:class:`weightdyn.sgd.Update`) gives ``lr``, the ``batch_size`` and the ``sampling`` of the
+    noise covariance. ``schedule`` (:class:`weightdyn.sgd.Schedule`): ``burnin_steps`` steps run
+    first; then ``sample_steps`` steps (a multiple of ``n_blocks * thin``) are split into
+    ``n_blocks`` time blocks, and every ``thin``-th step ``dw = w - w_ref`` enters ``sum_dw`` and
+    ``sum_dwdw`` of its (replica, block) group, inside the kernel (:func:`sgf_kernel`); the plan,
+    streams, sums, divergence and hook are the engine's (:func:`weightdyn.sgd.run`, kernel
+    :class:`SGFKernel`).
 
     ``noise="additive"`` uses ``C(w*)`` (Eq. 17), ``noise="multiplicative"`` uses ``C(w)``
     (Eq. 14/15) at each replica's current weights; see the module docstring. ``sampling``
@@ -454,8 +452,8 @@ def run_sgf(
     deviation from ``w*`` for additive noise) leaves ``1e6 (max|w_ref| + 1)`` or turns
     non-finite stops the run with ``diverged=True`` and NaN moments.
 
-    ``chunk_steps`` sets how often progress is reported (and, with an observable hook, the
-    records held at a time); it is rounded to a multiple of ``32 thin`` and changes no result
+    ``schedule.chunk_steps`` sets how often progress is reported (and, with an observable hook,
+    the records held at a time); it is rounded to a multiple of ``32 thin`` and changes no result
     bit, nor does numba's thread count.
 
     ``observables``: an optional hook on ``dw = w - w_ref`` (weight-space coordinates), called on
@@ -470,9 +468,10 @@ def run_sgf(
         shapes, step counts).
     """
     noise = _check_choice("noise", noise, NOISE_MODES)
-    sampling = _check_choice("sampling", sampling, SAMPLING_MODES)
-    X, y, w_ref, W0, dt, S = _validate(X, y, w_ref, w_init, lr, dt, batch_size, sampling)
-    plan = Plan.build(burnin_steps, sample_steps, thin, n_blocks, chunk_steps)
+    sampling = _check_choice("sampling", update.sampling, SAMPLING_MODES)
+    lr = update.lr
+    X, y, w_ref, W0, dt, S = _validate(X, y, w_ref, w_init, lr, dt, update.batch_size, sampling)
+    plan = schedule.plan()
     kernel, state, V = _kernel_model(X, y, lr, S, sampling, dt, noise, W0, w_ref)
     hook = observables
     if hook is not None and V is not None:

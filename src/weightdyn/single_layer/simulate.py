@@ -50,11 +50,12 @@ from weightdyn.observables import Observables
 from weightdyn.sgd import engine
 from weightdyn.sgd.engine import (
     RECORD_GROUP,
-    Plan,
     Record,
+    Schedule,
     Settings,
     SGDResult,
     State,
+    Update,
     VectorKernel,
     divergence_bound,
 )
@@ -337,30 +338,29 @@ def run_sgd(
     X: np.ndarray,
     y: np.ndarray,
     w_ref: np.ndarray,
-    lr: float,
-    batch_size: int,
-    sampling: str,
     w_init: np.ndarray,
-    burnin_steps: int,
-    sample_steps: int,
-    thin: int,
-    n_blocks: int,
+    update: Update,
+    schedule: Schedule,
     rng: np.random.Generator,
-    chunk_steps: int = 4096,
+    *,
     progress: Callable[[str], None] | None = None,
     observables: Observables | None = None,
 ) -> SGDResult:
     """Run R SGD replicas (paper 000, Eqs. 10-11) and accumulate weight moments.
 
-    ``burnin_steps`` steps are run first (nothing recorded). Then ``sample_steps`` steps
-    are split into ``n_blocks`` equal time blocks; every ``thin``-th step the weights are
-    recorded and ``dw = w - w_ref`` enters the per-(replica, block) sums ``sum_dw`` and
-    ``sum_dwdw`` (inside the kernel, :func:`sgd_kernel`). ``sample_steps`` must
-    be a multiple of ``n_blocks * thin``. The plan, streams, sums, divergence and hook are the
-    engine's (:func:`weightdyn.sgd.run`); the kernel is :class:`SGDKernel`.
+    The replicas start at the rows of ``w_init`` (R, N). ``update``
+    (:class:`weightdyn.sgd.Update`) is the step: learning rate ``lr``, batch size
+    ``batch_size`` and App. C ``sampling`` ("with" or "without" replacement). ``schedule``
+    (:class:`weightdyn.sgd.Schedule`) is the plan: ``burnin_steps`` steps are run first
+    (nothing recorded). Then ``sample_steps`` steps are split into ``n_blocks`` equal time
+    blocks; every ``thin``-th step the weights are recorded and ``dw = w - w_ref`` enters the
+    per-(replica, block) sums ``sum_dw`` and ``sum_dwdw`` (inside the kernel,
+    :func:`sgd_kernel`). ``sample_steps`` must be a multiple of ``n_blocks * thin``. The plan,
+    streams, sums, divergence and hook are the engine's (:func:`weightdyn.sgd.run`); the kernel
+    is :class:`SGDKernel`.
 
-    ``chunk_steps`` sets how often progress is reported (and, with an observable hook, the
-    records held at a time); it is rounded to a multiple of ``32 thin`` (whole record groups,
+    ``schedule.chunk_steps`` sets how often progress is reported (and, with an observable hook,
+    the records held at a time); it is rounded to a multiple of ``32 thin`` (whole record groups,
     see :func:`sgd_kernel`) and changes no result bit.
 
     Divergence: if a weight component becomes non-finite or exceeds
@@ -374,7 +374,7 @@ def run_sgd(
     accumulated; it reads them only, so every other field is bit-identical with and without it.
     Its series are returned in ``obs_series`` (see :class:`SGDResult`).
     """
-    with_replacement = _check_sampling(sampling)
+    with_replacement = _check_sampling(update.sampling)
     X = np.ascontiguousarray(X, dtype=np.float64)
     y = np.ascontiguousarray(y, dtype=np.float64)
     w_ref = np.ascontiguousarray(w_ref, dtype=np.float64)
@@ -384,13 +384,14 @@ def run_sgd(
         raise ValueError(f"w_init must have shape (R, {N}), got {W.shape}")
     if y.shape != (P,) or w_ref.shape != (N,):
         raise ValueError(f"y must have shape ({P},) and w_ref ({N},)")
-    S = int(batch_size)
+    S = int(update.batch_size)
     if S < 1 or (not with_replacement and S > P):
         raise ValueError(
-            f"batch_size={batch_size} must be >= 1 and <= P={P} for sampling without replacement"
+            f"batch_size={update.batch_size} must be >= 1 and <= P={P} for sampling without "
+            "replacement"
         )
-    plan = Plan.build(burnin_steps, sample_steps, thin, n_blocks, chunk_steps)
+    plan = schedule.plan()
     settings = Settings(plan, divergence_bound(w_ref), "SGD", progress, observables)
     state = State.start(W, rng, P)
-    moments = engine.run(SGDKernel(X, y, w_ref, lr, S, with_replacement), state, settings)
+    moments = engine.run(SGDKernel(X, y, w_ref, update.lr, S, with_replacement), state, settings)
     return SGDResult.grouped(moments, plan, state.W)

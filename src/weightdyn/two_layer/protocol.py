@@ -51,6 +51,7 @@ import numpy as np
 
 from weightdyn import observables, seeds, stationarity
 from weightdyn.experiments import Params, Progress
+from weightdyn.sgd import Schedule, Update
 from weightdyn.streams import progress_line
 from weightdyn.two_layer import simulate as sim
 from weightdyn.two_layer import theory as tl
@@ -258,9 +259,9 @@ def prerun(s: Setup, a: TheoryAtW0, p: Params, rng: np.random.Generator,
     for end in _segment_ends(tau0, thin0, pre_steps, avg_steps):
         seg = end - done
         pre = run(
-            s.X, s.Y, s.W1g, s.W2g, lr, S, sampling, W1c, W2c, 0, seg, thin0, 1, rng, replicas=R,
-            w_star=s.w_star, trace_every=_round_up(seg / p["trace_points"], thin0),
-            second_moments="none",
+            s.X, s.Y, (s.W1g, s.W2g), (W1c, W2c), Update(lr, S, sampling),
+            Schedule(0, seg, thin0, 1), rng, replicas=R, w_star=s.w_star,
+            trace_every=_round_up(seg / p["trace_points"], thin0), second_moments="none",
         )  # fmt: skip
         if pre.diverged:
             raise Diverged("pre-run")
@@ -410,9 +411,9 @@ def sample(s: Setup, pre: Prerun, plan: LocalPlan, p: Params, rng: np.random.Gen
     t0 = time.perf_counter()
     for r in range(R):
         res = run(
-            s.X, s.Y, out.W1_loc[r], out.W2_loc[r], lr, S, sampling, pre.final_W1[r],
-            pre.final_W2[r], 0, plan.sample_steps, plan.thin, nb, rng, w_star=s.w_star,
-            trace_every=plan.trace_every, second_moments="all",
+            s.X, s.Y, (out.W1_loc[r], out.W2_loc[r]), (pre.final_W1[r], pre.final_W2[r]),
+            Update(lr, S, sampling), Schedule(0, plan.sample_steps, plan.thin, nb), rng,
+            w_star=s.w_star, trace_every=plan.trace_every, second_moments="all",
             observables=SlowestModeAndLoss.at(s, plan.lins[r], out.W1_loc[r], out.W2_loc[r]),
         )  # fmt: skip
         if res.diverged:
@@ -613,8 +614,9 @@ def relaxation(s: Setup, smp: Samples, plan: LocalPlan, p: Params, rng: np.rando
     run = RUNNERS[p["dynamics"]]
     for k in range(n_rec):
         res = run(
-            s.X, s.Y, s.W1g, s.W2g, lr, S, sampling, W1c, W2c, 0, thin_r, thin_r, 1, rng,
-            w_star=s.w_star, trace_every=thin_r, second_moments="none",
+            s.X, s.Y, (s.W1g, s.W2g), (W1c, W2c), Update(lr, S, sampling),
+            Schedule(0, thin_r, thin_r, 1), rng, w_star=s.w_star, trace_every=thin_r,
+            second_moments="none",
         )  # fmt: skip
         if res.diverged:
             raise Diverged("relaxation")

@@ -75,7 +75,16 @@ from weightdyn.counter_rng import normal, uniform
 from weightdyn.linear_theory import noise_prefactor
 from weightdyn.minibatch import draw_batch
 from weightdyn.observables import Observables, series_fields
-from weightdyn.sgd.engine import RECORD_GROUP, Moments, Plan, Record, Settings, State
+from weightdyn.sgd.engine import (
+    RECORD_GROUP,
+    Moments,
+    Plan,
+    Record,
+    Schedule,
+    Settings,
+    State,
+    Update,
+)
 from weightdyn.sgd.engine import run as engine_run
 
 __all__ = [
@@ -946,20 +955,19 @@ def _prepare_init(W_init, shape, name, replicas):
 
 @dataclass(frozen=True)
 class _Options:
-    """The settings of a two-layer run (:func:`run_sgd_two_layer`, :func:`run_sgf_two_layer`)."""
+    """The settings of a two-layer run (:func:`run_sgd_two_layer`, :func:`run_sgf_two_layer`):
+    ``kind`` ("sgd" or "sgf"), the step, the plan and the keyword options of the drivers."""
 
     kind: str
-    lr: float
-    batch_size: int
-    sampling: str
-    dt: float | None
-    replicas: int | None
-    w_star: np.ndarray | None
-    trace_every: int | None
-    second_moments: str
-    chunk_steps: int
-    progress: Callable[[str], None] | None
-    observables: Observables | None
+    update: Update
+    schedule: Schedule
+    dt: float | None = None
+    replicas: int | None = None
+    w_star: np.ndarray | None = None
+    trace_every: int | None = None
+    second_moments: str = "all"
+    progress: Callable[[str], None] | None = None
+    observables: Observables | None = None
 
 
 @dataclass(frozen=True)
@@ -975,9 +983,11 @@ class _Problem:
     w_star: np.ndarray
 
 
-def _check_problem(X, Y, W1_ref, W2_ref, W1_init, W2_init, opts: _Options) -> _Problem:
-    """The checked arrays of a run (ValueError naming the argument otherwise)."""
-    with_replacement = _check_sampling(opts.sampling)
+def _check_problem(X, Y, refs, inits, opts: _Options) -> _Problem:
+    """The checked arrays of a run, ``refs = (W1_ref, W2_ref)``, ``inits = (W1_init, W2_init)``
+    (ValueError naming the argument otherwise)."""
+    (W1_ref, W2_ref), (W1_init, W2_init), update = refs, inits, opts.update
+    with_replacement = _check_sampling(update.sampling)
     if opts.second_moments not in SECOND_MOMENTS:
         raise ValueError(
             f"second_moments must be one of {SECOND_MOMENTS}, got {opts.second_moments!r}"
@@ -1000,21 +1010,22 @@ def _check_problem(X, Y, W1_ref, W2_ref, W1_init, W2_init, opts: _Options) -> _P
     w_star = np.ascontiguousarray(w_star, dtype=np.float64)
     if w_star.shape != (N_o, N_i):
         raise ValueError(f"w_star must have shape ({N_o}, {N_i}), got {w_star.shape}")
-    if not opts.lr > 0:
-        raise ValueError(f"lr must be > 0, got lr={opts.lr!r}")
-    S = int(opts.batch_size)
+    if not update.lr > 0:
+        raise ValueError(f"lr must be > 0, got lr={update.lr!r}")
+    S = int(update.batch_size)
     if S < 1 or (not with_replacement and S > P):
         raise ValueError(
-            f"batch_size={opts.batch_size} must be >= 1 and <= P={P} for sampling without "
+            f"batch_size={update.batch_size} must be >= 1 and <= P={P} for sampling without "
             "replacement"
         )
     return _Problem(X, Y, W1_ref, W2_ref, W1, W2, w_star)
 
 
-def _plan(steps: tuple[int, int, int, int], opts: _Options, pb: _Problem) -> tuple[Plan, int]:
-    """The engine's plan (:class:`weightdyn.sgd.Plan`; burn-in a multiple of ``thin``, chunks
-    capped so that a chunk's weight records stay below 32 MiB) and ``trace_every``."""
-    plan = Plan.build(*steps, opts.chunk_steps)
+def _plan(opts: _Options, pb: _Problem) -> tuple[Plan, int]:
+    """The engine's plan of ``opts.schedule`` (:class:`weightdyn.sgd.Plan`; burn-in a multiple
+    of ``thin``, chunks capped so that a chunk's weight records stay below 32 MiB) and
+    ``trace_every``."""
+    plan = opts.schedule.plan()
     if plan.burnin_steps % plan.thin != 0:
         raise ValueError(f"burnin_steps={plan.burnin_steps} must be a multiple of thin={plan.thin}")
     R, n1, n2 = pb.W1.shape[0], pb.W1[0].size, pb.W2[0].size
@@ -1138,17 +1149,17 @@ def _kernel(
     pb: _Problem, opts: _Options, plan: Plan, trace: _Trace
 ) -> tuple[TwoLayerKernel, float]:
     """The run's kernel and the Euler step ``dt`` (``lr`` for SGD)."""
-    S, sampling = int(opts.batch_size), opts.sampling
+    lr, S, sampling = opts.update.lr, int(opts.update.batch_size), opts.update.sampling
     Wp = np.empty((pb.W1.shape[0], pb.Y.shape[1], pb.X.shape[1]))
     product_kernel(pb.W1, pb.W2, Wp)
     if opts.kind == "sgd":
-        coeffs, dt = (float(opts.lr), S, _check_sampling(sampling)), float(opts.lr)
+        coeffs, dt = (float(lr), S, _check_sampling(sampling)), float(lr)
     else:
-        dt = float(opts.lr if opts.dt is None else opts.dt)
+        dt = float(lr if opts.dt is None else opts.dt)
         if not (np.isfinite(dt) and dt > 0):
             raise ValueError(f"dt must be a finite number > 0, got dt={opts.dt!r}")
         P = pb.X.shape[0]
-        coeffs = (dt / P, np.sqrt(opts.lr * dt * noise_prefactor(P, S, sampling) / P))
+        coeffs = (dt / P, np.sqrt(lr * dt * noise_prefactor(P, S, sampling) / P))
     kernel = TwoLayerKernel(opts.kind, pb, coeffs, Wp, plan.thin, opts.second_moments, trace)
     return kernel, dt
 
@@ -1177,13 +1188,12 @@ def _trace_fields(trace: _Trace, trace_every: int) -> dict[str, object]:
     }
 
 
-def _run(X, Y, refs, inits, steps, rng: np.random.Generator, opts: _Options) -> TwoLayerSGDResult:
+def _run(X, Y, refs, inits, rng: np.random.Generator, opts: _Options) -> TwoLayerSGDResult:
     """The two-layer SGD (``opts.kind == "sgd"``, Eq. 41) or SGF (Eqs. 51-52) run of
     :func:`run_sgd_two_layer` through the engine (:func:`weightdyn.sgd.run`):
-    ``refs = (W1_ref, W2_ref)``, ``inits = (W1_init, W2_init)``,
-    ``steps = (burnin_steps, sample_steps, thin, n_blocks)``."""
-    pb = _check_problem(X, Y, *refs, *inits, opts)
-    plan, trace_every = _plan(steps, opts, pb)
+    ``refs = (W1_ref, W2_ref)``, ``inits = (W1_init, W2_init)``."""
+    pb = _check_problem(X, Y, refs, inits, opts)
+    plan, trace_every = _plan(opts, pb)
     R, thin = pb.W1.shape[0], plan.thin
     bound, diverged = _bound(pb)
     trace = _Trace(R, trace_every // thin, plan.total_steps // trace_every, thin)
@@ -1198,8 +1208,8 @@ def _run(X, Y, refs, inits, steps, rng: np.random.Generator, opts: _Options) -> 
         group_block=np.tile(np.arange(plan.n_blocks), R),
         diverged=bool(state.diverged.any()), diverged_replicas=state.diverged.copy(),
         burnin_steps=plan.burnin_steps, sample_steps=plan.sample_steps, thin=thin,
-        n_blocks=plan.n_blocks, replicas=R, lr=float(opts.lr), dt=dt_used,
-        batch_size=int(opts.batch_size), sampling=opts.sampling, W1_ref=pb.W1_ref,
+        n_blocks=plan.n_blocks, replicas=R, lr=float(opts.update.lr), dt=dt_used,
+        batch_size=int(opts.update.batch_size), sampling=opts.update.sampling, W1_ref=pb.W1_ref,
         W2_ref=pb.W2_ref, w_star=pb.w_star, **_trace_fields(trace, trace_every),
         final_W1=pb.W1, final_W2=pb.W2, elapsed_s=moments.elapsed_s,
         **series_fields(moments.recorder, thin),
@@ -1209,47 +1219,42 @@ def _run(X, Y, refs, inits, steps, rng: np.random.Generator, opts: _Options) -> 
 def run_sgd_two_layer(
     X: np.ndarray,
     Y: np.ndarray,
-    W1_ref: np.ndarray,
-    W2_ref: np.ndarray,
-    lr: float,
-    batch_size: int,
-    sampling: str,
-    W1_init: np.ndarray,
-    W2_init: np.ndarray,
-    burnin_steps: int,
-    sample_steps: int,
-    thin: int,
-    n_blocks: int,
+    refs: tuple[np.ndarray, np.ndarray],
+    inits: tuple[np.ndarray, np.ndarray],
+    update: Update,
+    schedule: Schedule,
     rng: np.random.Generator,
     *,
     replicas: int | None = None,
     w_star: np.ndarray | None = None,
     trace_every: int | None = None,
     second_moments: str = "all",
-    chunk_steps: int = 4096,
     progress: Callable[[str], None] | None = None,
     observables: Observables | None = None,
 ) -> TwoLayerSGDResult:
     """Run R SGD replicas of the two-layer network (Eq. 41) and accumulate weight moments.
 
-    ``W1_init`` (R, N_h, N_i) and ``W2_init`` (R, N_o, N_h) are the initial weights (2-D arrays
-    are repeated ``replicas`` times, default once). ``burnin_steps`` (a multiple of ``thin``)
-    steps run first; then ``sample_steps`` (a multiple of ``n_blocks * thin``) are split into
-    ``n_blocks`` time blocks, and every ``thin``-th step ``dW1 = W1 - W1_ref``,
-    ``dW2 = W2 - W2_ref`` (flattened row-major) enter the sums of their (replica, block) group
-    (see :class:`TwoLayerSGDResult`). ``second_moments``: ``"all"`` (dW1 dW1^T, dW2 dW2^T,
-    dW1 dW2^T; ``O(R n1^2)`` per record, which dominates unless ``thin`` is large), ``"W2"``
-    (only dW2 dW2^T) or ``"none"``. The reference point is typically the gradient-flow end
-    point (:func:`gradient_flow`), about which Eq. 66 predicts the covariance.
+    ``refs = (W1_ref, W2_ref)`` is the reference point of the moments, ``inits = (W1_init,
+    W2_init)`` the initial weights, ``W1_init`` (R, N_h, N_i) and ``W2_init`` (R, N_o, N_h) (2-D
+    arrays are repeated ``replicas`` times, default once). ``update``
+    (:class:`weightdyn.sgd.Update`) is the step: learning rate ``lr``, batch size
+    ``batch_size`` and App. C ``sampling``. ``schedule`` (:class:`weightdyn.sgd.Schedule`):
+    ``burnin_steps`` (a multiple of ``thin``) steps run first; then ``sample_steps`` (a multiple
+    of ``n_blocks * thin``) are split into ``n_blocks`` time blocks, and every ``thin``-th step
+    ``dW1 = W1 - W1_ref``, ``dW2 = W2 - W2_ref`` (flattened row-major) enter the sums of their
+    (replica, block) group (see :class:`TwoLayerSGDResult`). ``second_moments``: ``"all"``
+    (dW1 dW1^T, dW2 dW2^T, dW1 dW2^T; ``O(R n1^2)`` per record, which dominates unless ``thin``
+    is large), ``"W2"`` (only dW2 dW2^T) or ``"none"``. The reference point is typically the
+    gradient-flow end point (:func:`gradient_flow`), about which Eq. 66 predicts the covariance.
 
     Traces of ``|W1|^2``, ``|W2|^2`` and ``|W2 W1 - w*|`` (snapshots and window averages) are
     recorded every ``trace_every`` steps (a multiple of ``thin``; default about 1 % of the
     run) from the first step on; ``w*`` defaults to the least-squares solution Eq. 39.
 
-    ``chunk_steps`` bounds the memory (rounded to a multiple of ``32 thin``, and capped so that
-    the weight records of a chunk stay below 32 MiB) and changes no result bit. Divergence
-    (``|W1|_F`` or ``|W2|_F`` non-finite or above ``1e6`` times the scale of the reference,
-    ``w*`` and the initial weights, checked every ``thin`` steps) stops the run with
+    ``schedule.chunk_steps`` bounds the memory (rounded to a multiple of ``32 thin``, and capped
+    so that the weight records of a chunk stay below 32 MiB) and changes no result bit.
+    Divergence (``|W1|_F`` or ``|W2|_F`` non-finite or above ``1e6`` times the scale of the
+    reference, ``w*`` and the initial weights, checked every ``thin`` steps) stops the run with
     ``diverged=True``, NaN moments and NaN trace points after it; no warning.
     ``progress`` is called with a status line about every 10 % of the steps.
 
@@ -1258,37 +1263,19 @@ def run_sgd_two_layer(
     every other field is bit-identical with and without it (``obs_*`` fields of the result).
     """
     opts = _Options(
-        "sgd",
-        lr,
-        batch_size,
-        sampling,
-        None,
-        replicas,
-        w_star,
-        trace_every,
-        second_moments,
-        chunk_steps,
-        progress,
-        observables,
-    )
-    steps = (burnin_steps, sample_steps, thin, n_blocks)
-    return _run(X, Y, (W1_ref, W2_ref), (W1_init, W2_init), steps, rng, opts)  # fmt: skip
+        "sgd", update, schedule, replicas=replicas, w_star=w_star, trace_every=trace_every,
+        second_moments=second_moments, progress=progress, observables=observables,
+    )  # fmt: skip
+    return _run(X, Y, refs, inits, rng, opts)
 
 
 def run_sgf_two_layer(
     X: np.ndarray,
     Y: np.ndarray,
-    W1_ref: np.ndarray,
-    W2_ref: np.ndarray,
-    lr: float,
-    batch_size: int,
-    sampling: str,
-    W1_init: np.ndarray,
-    W2_init: np.ndarray,
-    burnin_steps: int,
-    sample_steps: int,
-    thin: int,
-    n_blocks: int,
+    refs: tuple[np.ndarray, np.ndarray],
+    inits: tuple[np.ndarray, np.ndarray],
+    update: Update,
+    schedule: Schedule,
     rng: np.random.Generator,
     *,
     dt: float | None = None,
@@ -1296,7 +1283,6 @@ def run_sgf_two_layer(
     w_star: np.ndarray | None = None,
     trace_every: int | None = None,
     second_moments: str = "all",
-    chunk_steps: int = 4096,
     progress: Callable[[str], None] | None = None,
     observables: Observables | None = None,
 ) -> TwoLayerSGDResult:
@@ -1304,25 +1290,15 @@ def run_sgf_two_layer(
 
     Protocol, arguments and result as in :func:`run_sgd_two_layer`.
 
-    Steps are Euler steps of size ``dt`` in SDE time ``t = lr tau`` (default ``dt = lr``: one SGD
-    step per Euler step, matching the first two moments of a step of Eq. 41). The noise is the
-    exact mini-batch noise at the current weights (covariance :func:`minibatch_noise_covariance`
-    with the App. C prefactor of ``sampling``), drawn from ``P`` standard normals per replica
-    and step without forming the covariance (module docstring), by :func:`sgf_kernel` (numba).
+    Steps are Euler steps of size ``dt`` in SDE time ``t = lr tau`` (default ``dt = update.lr``:
+    one SGD step per Euler step, matching the first two moments of a step of Eq. 41). The noise
+    is the exact mini-batch noise at the current weights (covariance
+    :func:`minibatch_noise_covariance` with the App. C prefactor of ``update.sampling``), drawn
+    from ``P`` standard normals per replica and step without forming the covariance (module
+    docstring), by :func:`sgf_kernel` (numba).
     """
     opts = _Options(
-        "sgf",
-        lr,
-        batch_size,
-        sampling,
-        dt,
-        replicas,
-        w_star,
-        trace_every,
-        second_moments,
-        chunk_steps,
-        progress,
-        observables,
-    )
-    steps = (burnin_steps, sample_steps, thin, n_blocks)
-    return _run(X, Y, (W1_ref, W2_ref), (W1_init, W2_init), steps, rng, opts)  # fmt: skip
+        "sgf", update, schedule, dt=dt, replicas=replicas, w_star=w_star, trace_every=trace_every,
+        second_moments=second_moments, progress=progress, observables=observables,
+    )  # fmt: skip
+    return _run(X, Y, refs, inits, rng, opts)
