@@ -168,8 +168,25 @@ class State:
         return tuple(a.reshape(R, -1) for a in (self.W, *self.extra))
 
 
+class VectorSums:
+    """``sum_dw`` and ``sum_dwdw``: the sums ``"dw"`` (R, B, n) and ``"dwdw"`` (R, B, n, n) of
+    a one-vector model among the named ``sums``."""
+
+    sums: dict[str, np.ndarray]
+
+    @property
+    def sum_dw(self) -> np.ndarray:
+        """The first-moment sums ``sums["dw"]`` (R, B, n)."""
+        return self.sums["dw"]
+
+    @property
+    def sum_dwdw(self) -> np.ndarray:
+        """The second-moment sums ``sums["dwdw"]`` (R, B, n, n)."""
+        return self.sums["dwdw"]
+
+
 @dataclass
-class Record:
+class Record(VectorSums):
     """What one kernel call records (see :mod:`weightdyn.sgd`): after every ``thin``-th step,
     into block ``block`` (None: burn-in, ``thin`` beyond the call, nothing) of the ``sums``
     (name -> (R, B, ...), the kernel's :meth:`Kernel.moment_shapes`; ``"dw"`` (R, B, n) and
@@ -185,16 +202,6 @@ class Record:
     rec: np.ndarray
     bound: float
     observed: tuple[np.ndarray, ...] | None = None
-
-    @property
-    def sum_dw(self) -> np.ndarray:
-        """The first-moment sums ``"dw"`` (R, B, n) of a one-vector model."""
-        return self.sums["dw"]
-
-    @property
-    def sum_dwdw(self) -> np.ndarray:
-        """The second-moment sums ``"dwdw"`` (R, B, n, n) of a one-vector model."""
-        return self.sums["dwdw"]
 
     def block_sums(self) -> tuple[np.ndarray, np.ndarray]:
         """Views ``(sum_dw[:, block], sum_dwdw[:, block])`` a compiled kernel adds to; empty
@@ -260,7 +267,7 @@ class Settings:
 
 
 @dataclass
-class Moments:
+class Moments(VectorSums):
     """The sums of a run: ``sums`` (name -> (R, B, ...), NaN where diverged; ``sum_dw``
     (R, B, n) and ``sum_dwdw`` (R, B, n, n) for a one-vector model), ``n_records`` (R, B),
     ``diverged`` (R,) flags, the hook's ``recorder``, the steps done and the seconds taken."""
@@ -271,16 +278,6 @@ class Moments:
     recorder: SeriesRecorder | None
     steps_done: int
     elapsed_s: float
-
-    @property
-    def sum_dw(self) -> np.ndarray:
-        """``sums["dw"]`` (R, B, n) of a one-vector model."""
-        return self.sums["dw"]
-
-    @property
-    def sum_dwdw(self) -> np.ndarray:
-        """``sums["dwdw"]`` (R, B, n, n) of a one-vector model."""
-        return self.sums["dwdw"]
 
 
 def _stopped(state: State, per_replica: bool) -> bool:
