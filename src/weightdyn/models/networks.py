@@ -1,8 +1,12 @@
 """Built-in models: :class:`Linear`, :class:`DeepLinear` and :class:`OneHidden`.
 
 Analytic Jacobians and residual-curvature contractions (no finite differences). Conventions
-(rows are samples, column-major ``vec``, sample-major Jacobian rows) are those of
-:mod:`weightdyn.models.base`.
+(rows are samples, column-major ``vec``, sample-major Jacobian rows) and the objective (any
+loss of :mod:`weightdyn.models.losses` and a weight decay, :meth:`Model.with_objective`) are
+those of :mod:`weightdyn.models.base`; the replica-gradient overrides take any objective too.
+Their autodiff twins with the same ``theta`` layout are
+:func:`weightdyn.models.jax_model.jax_deep_linear` and
+:func:`weightdyn.models.jax_model.jax_one_hidden`.
 """
 
 from __future__ import annotations
@@ -163,10 +167,11 @@ class DeepLinear(Model):
         return np.concatenate(blocks, axis=2).reshape(P * self.n_out, self.n_params)
 
     def replica_gradients(self, Xb: ArrayLike, Yb: ArrayLike, Theta: ArrayLike) -> FloatArray:
-        """Backpropagation for all replicas at once: ``delta_L = f - y``,
-        ``dL/dW_l = <delta_l h_{l-1}^T>_batch``, ``delta_{l-1} = W_l^T delta_l``."""
+        """Backpropagation for all replicas at once: ``delta_L = dl/df`` (``f - y`` for squared
+        error), ``dL/dW_l = <delta_l h_{l-1}^T>_batch``, ``delta_{l-1} = W_l^T delta_l``; plus
+        ``chi theta`` (any :attr:`loss_function` and :attr:`weight_decay`)."""
         Xb, Yb, Theta = (np.asarray(a, dtype=float) for a in (Xb, Yb, Theta))
-        R, S = Xb.shape[:2]
+        S = Xb.shape[1]
         Ws = [
             _unvec(Theta[:, self.offsets[i] : self.offsets[i + 1]], *shape)
             for i, shape in enumerate(self.shapes)
@@ -174,12 +179,12 @@ class DeepLinear(Model):
         hs = [Xb]
         for W in Ws:
             hs.append(np.einsum("rsb,rab->rsa", hs[-1], W))
-        delta = hs[-1] - Yb.reshape(R, S, self.n_out)
+        delta = self._stacked_residuals(hs[-1], Yb)
         grads = []
         for l in reversed(range(self.depth)):  # noqa: E741
             grads.append(_vec(np.einsum("rsa,rsb->rab", delta, hs[l]) / S))
             delta = np.einsum("rsa,rab->rsb", delta, Ws[l])
-        return np.concatenate(grads[::-1], axis=1)
+        return self._add_decay(np.concatenate(grads[::-1], axis=1), Theta)
 
     def output_hessian_contract(self, X: ArrayLike, theta: ArrayLike, R: ArrayLike) -> FloatArray:
         """Only cross-layer blocks: ``d^2 f_k / dW_m[c, d] dW_l[a, b] = A_m[k, c] B[d, a] h_b``.
@@ -299,21 +304,22 @@ class OneHidden(Model):
         return J.reshape(P * self.n_out, self.n_params)
 
     def replica_gradients(self, Xb: ArrayLike, Yb: ArrayLike, Theta: ArrayLike) -> FloatArray:
-        """Backpropagation for all replicas at once: ``r = f - y``, ``dL/dW2~ = <r a~^T>``,
-        ``delta = phi'(z) * (W2^T r)``, ``dL/dW1~ = <delta x~^T>`` (batch means)."""
+        """Backpropagation for all replicas at once: ``r = dl/df`` (``f - y`` for squared
+        error), ``dL/dW2~ = <r a~^T>``, ``delta = phi'(z) * (W2^T r)``, ``dL/dW1~ =
+        <delta x~^T>`` (batch means); plus ``chi theta`` (any loss and weight decay)."""
         Xb, Yb, Theta = (np.asarray(a, dtype=float) for a in (Xb, Yb, Theta))
-        R, S = Xb.shape[:2]
+        S = Xb.shape[1]
         nh, b = self.n_hidden, int(self.bias)
         W1 = _unvec(Theta[:, : self.n1], nh, self.n_in + b)
         W2 = _unvec(Theta[:, self.n1 :], self.n_out, nh + b)
         Xt = self._augment(Xb)
         a, d1, _ = self._phi(np.einsum("rsi,rhi->rsh", Xt, W1))
         at = self._augment(a)
-        res = np.einsum("rsh,rkh->rsk", at, W2) - Yb.reshape(R, S, self.n_out)
+        res = self._stacked_residuals(np.einsum("rsh,rkh->rsk", at, W2), Yb)
         delta = np.einsum("rsk,rkh->rsh", res, W2[:, :, :nh]) * d1
         G1 = np.einsum("rsh,rsi->rhi", delta, Xt) / S
         G2 = np.einsum("rsk,rsh->rkh", res, at) / S
-        return np.concatenate([_vec(G1), _vec(G2)], axis=1)
+        return self._add_decay(np.concatenate([_vec(G1), _vec(G2)], axis=1), Theta)
 
     def output_hessian_contract(self, X: ArrayLike, theta: ArrayLike, R: ArrayLike) -> FloatArray:
         """Blocks ``(W1~, W1~)``: ``(R W2)_h phi''(z_h) x~_i x~_j delta_hh'``; ``(W1~, W2~)``:

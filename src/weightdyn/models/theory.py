@@ -5,7 +5,15 @@ process of Eq. 13 with drift ``H`` (the Hessian) and noise covariance ``C`` (Eq.
 its stationary covariance solves the Lyapunov equation (Eq. 29), ``M = (lr/2) H^-1 (C + Q)``
 (Eqs. 30-31), or ``M = (lr/2) H^-1 C`` under detailed balance (Eq. 33). Appendix A
 (Eqs. 79-81) maps a nonlinear network onto linear regression in the Jacobian features:
-drift ``J^T J / P`` (residual curvature dropped). The model-independent algebra (Lyapunov
+drift ``J^T J / P`` (residual curvature dropped).
+
+Objective: everything here uses the model's own loss and weight decay
+(:mod:`weightdyn.models.base`, ``L = mean l^mu + chi |theta|^2 / 2``): ``H`` is the Hessian of
+that ``L``, ``C`` the covariance of the per-sample gradients of ``l^mu + chi |theta|^2 / 2``
+(the decay is the same in every batch and drops out of ``C``), App. A's drift the Gauss-Newton
+matrix ``(1/P) sum_mu J_mu^T Lambda_mu J_mu + chi 1`` (``Lambda = d^2 l / df^2``; ``J^T J / P``
+for squared error). For squared error without decay (the papers') every result is computed by
+the same expressions as before other objectives existed. The model-independent algebra (Lyapunov
 solves on the range of ``H``, rank cuts, the discrete recursion, the App. C prefactor) lives in
 :mod:`weightdyn.linear_theory`; ``RangeInfo``, ``hessian_range``, ``check_learning_rate``,
 ``stationary_covariance``, ``circulation``, ``detailed_balance_covariance`` and
@@ -52,6 +60,7 @@ from weightdyn.linear_theory import (
 from weightdyn.linear_theory import range_discrete_covariance as discrete_stationary_covariance
 from weightdyn.linear_theory import range_stationary_covariance as stationary_covariance
 from weightdyn.models.base import FloatArray, Model
+from weightdyn.models.losses import SQUARED
 
 __all__ = [
     "Linearisation",
@@ -93,24 +102,42 @@ def check_minimum(
     return g
 
 
-def check_underparameterised(model: Model, X: ArrayLike, theta: ArrayLike | None = None) -> int:
-    """Effective parameter count; ``ValueError`` unless it is below ``P * N_o``.
+def _loss_features(model: Model, X: FloatArray, theta: ArrayLike) -> FloatArray:
+    """The Jacobian (Eq. 80); for a shift-invariant loss (cross-entropy) with each sample's
+    rows centred over the outputs, as the loss does not see the common logit."""
+    J = model.jacobian(X, theta)
+    if not model.loss_function.shift_invariant:
+        return J
+    J3 = J.reshape(X.shape[0], model.n_out, model.n_params)
+    return (J3 - J3.mean(axis=1, keepdims=True)).reshape(J.shape)
 
-    Without ``theta`` the count is ``n_params``; with ``theta`` it is ``rank(J(theta))``,
-    the number of independent features of Eq. 80 (smaller for redundant parametrisations
-    such as :class:`~weightdyn.models.DeepLinear`). If it reaches ``P * N_o`` the model
-    interpolates locally, the residuals and the noise vanish at the minimum (Eq. 16) and
-    there are no stationary fluctuations.
+
+def check_underparameterised(model: Model, X: ArrayLike, theta: ArrayLike | None = None) -> int:
+    """Effective parameter count; ``ValueError`` unless it is below the number of fitted values,
+    ``P * N_o`` (``P * (N_o - 1)`` for a shift-invariant loss such as cross-entropy, which
+    sees only ``N_o - 1`` combinations of the logits).
+
+    Without ``theta`` the count is ``n_params``; with ``theta`` it is the rank of ``J(theta)``
+    (rows centred over the outputs for a shift-invariant loss), the number of independent
+    features of Eq. 80 (smaller for redundant parametrisations such as
+    :class:`~weightdyn.models.DeepLinear`). If it reaches the number of values the model
+    interpolates locally, the residuals and the noise vanish at the minimum (Eq. 16; for
+    cross-entropy the minimum runs off to infinity) and there are no stationary fluctuations.
+    With weight decay ``chi > 0`` nothing is checked (the count is returned): the minimum then
+    does not interpolate (``grad L = 0`` needs ``J^T R / P = -chi theta``) and the noise stays.
     """
     X = np.asarray(X, dtype=float)
-    n_values = X.shape[0] * model.n_out
+    n_values = X.shape[0] * (model.n_out - int(model.loss_function.shift_invariant))
     if theta is None:
         n_eff, what = model.n_params, "n_params"
     else:
-        n_eff, what = int(np.linalg.matrix_rank(model.jacobian(X, theta))), "rank of J(theta)"
-    if n_eff >= n_values:
+        centred = " centred over the outputs" if model.loss_function.shift_invariant else ""
+        n_eff = int(np.linalg.matrix_rank(_loss_features(model, X, theta)))
+        what = f"rank of J(theta){centred}"
+    if n_eff >= n_values and model.weight_decay == 0.0:
+        count = "P * (N_o - 1)" if model.loss_function.shift_invariant else "P * N_o"
         raise ValueError(
-            f"model is not underparameterised: {what} = {n_eff} must be < P * N_o = "
+            f"model is not underparameterised: {what} = {n_eff} must be < {count} = "
             f"{n_values} (X has P = {X.shape[0]} samples); otherwise the fit interpolates and "
             "the stationary fluctuations vanish (Eq. 16)"
         )
@@ -177,14 +204,18 @@ def find_minimum(
     max_newton: int = 30,
     strict: bool = True,
 ) -> MinimumResult:
-    """Full-batch minimum of ``L`` (Eqs. 3, 36, 81) to a gradient norm near round-off.
+    """Full-batch minimum of ``L`` (Eqs. 3, 36, 81; the model's loss and weight decay) to a
+    gradient norm near round-off.
 
     L-BFGS (scipy, analytic gradient) down to ``max|grad| <= lbfgs_gtol``; if ``|grad L|`` is
     still above ``gtol``, scipy's ``trust-exact`` with the analytic Hessian (robust where the
     Hessian is ill-conditioned or indefinite); finally saddle-free Newton steps on the range
     of the Hessian (flat symmetry directions of non-isolated minima are left alone), each
-    accepted only if it lowers ``|grad L|``. ``strict``: raise ``RuntimeError`` if the final
-    ``|grad L|`` exceeds ``gtol``; otherwise return with ``converged=False``.
+    accepted only if it lowers ``|grad L|``. Every stage uses the true gradient and Hessian of
+    ``L`` (no Gauss-Newton or Levenberg-Marquardt step on residuals), so it holds for any loss
+    and decay; cross-entropy on data the model separates has no finite minimum without decay.
+    ``strict``: raise ``RuntimeError`` if the final ``|grad L|`` exceeds ``gtol``; otherwise
+    return with ``converged=False``.
     """
     start = time.perf_counter()
     X, theta, Y = model.check_inputs(X, theta0, Y)
@@ -246,8 +277,9 @@ def noise_covariance(
 
         C = c(P, S) [ (1/P) sum_mu g^mu g^mu^T - G G^T ],   G = grad L = (1/P) sum_mu g^mu,
 
-    ``g^mu`` from :meth:`Model.per_sample_gradients`, ``c`` from
-    :func:`weightdyn.linear_theory.noise_prefactor` (``1/S`` with replacement,
+    ``g^mu`` from :meth:`Model.per_sample_gradients` (the gradients of the model's own
+    per-sample loss plus ``chi theta``, which is the same for every sample and cancels), ``c``
+    from :func:`weightdyn.linear_theory.noise_prefactor` (``1/S`` with replacement,
     ``(P - S) / (S (P - 1))`` without). Valid at any ``theta``.
     """
     G = model.per_sample_gradients(X, Y, theta)
@@ -261,16 +293,24 @@ def noise_covariance(
 
 
 def sample_hessians(model: Model, X: ArrayLike, Y: ArrayLike, theta: ArrayLike) -> FloatArray:
-    """Per-sample Hessians ``h^mu`` of ``l^mu = |f(x^mu) - y^mu|^2 / 2``, shape ``(P, n, n)``:
-    ``J_mu^T J_mu + sum_k r^mu_k d^2 f_k(x^mu) / d theta^2``; their mean is the Hessian."""
+    """Per-sample Hessians ``h^mu`` of ``l^mu + chi |theta|^2 / 2``, shape ``(P, n, n)``:
+    ``J_mu^T Lambda_mu J_mu + sum_k r^mu_k d^2 f_k(x^mu) / d theta^2 + chi 1`` (``Lambda = 1``
+    for squared error, ``r`` the residuals); their mean is the Hessian."""
     X, theta, Y = model.check_inputs(X, theta, Y)
     P, n = X.shape[0], model.n_params
     J = model.jacobian(X, theta).reshape(P, model.n_out, n)
-    R = model.output(X, theta) - Y
-    h = np.einsum("pka,pkb->pab", J, J)
+    F = model.output(X, theta)
+    R = model.loss_function.residual(F, Y)
+    if model.loss_function.identity_curvature:
+        h = np.einsum("pka,pkb->pab", J, J)
+    else:
+        LJ = np.einsum("pkl,plb->pkb", model.loss_function.curvature(F), J)
+        h = np.einsum("pka,pkb->pab", J, LJ)
     for mu in range(P):
         Hr = model.output_hessian_contract(X[mu : mu + 1], theta, R[mu : mu + 1])
         h[mu] += 0.5 * (Hr + Hr.T)
+    if model.weight_decay:
+        h += model.weight_decay * np.eye(n)
     return h
 
 
@@ -296,9 +336,10 @@ def minibatch_stationary_covariance(
 
         M = (1 - lr H) M (1 - lr H) + lr^2 c [(1/P) sum_mu h^mu M h^mu - H M H] + lr^2 C,
 
-    ``c`` the App. C prefactor, ``C`` the noise of Eq. 14. Exact for linear models (it then is
-    the single-layer formula); for a nonlinear network it keeps the curvature fluctuation
-    across samples but drops third and higher derivatives of the loss. Solved on ``range(H)``
+    ``c`` the App. C prefactor, ``C`` the noise of Eq. 14. Exact for linear models with
+    squared error (it then is the single-layer formula); for a nonlinear network or a
+    non-quadratic loss (cross-entropy) it keeps the curvature fluctuation across samples but
+    drops third and higher derivatives of the loss. Solved on ``range(H)``
     by :func:`weightdyn.linear_theory.minibatch_fixed_point` (iterating
     ``M <- L0^-1 (lr C + lr c K(M))``, ``L0(M) = H M + M H - lr H M H``); ``ValueError`` if that
     does not converge to ``tol`` in ``max_iter`` steps (beyond the second-moment stability
@@ -354,10 +395,14 @@ def smoothing_shift(
 class Linearisation:
     """Linear model of App. A at ``theta*``: ``f(x) ~ b(x) + J_x theta`` (Eqs. 79-80).
 
-    ``J`` is ``(P * N_o, n)`` (sample-major rows), ``bias`` ``b = f(X, theta*) - J theta*`` and
-    ``targets = Y - b`` (both ``(P, N_o)``): the labels of the equivalent linear regression on
-    the features ``J`` (Eq. 81, corrected). ``drift = J^T J / P`` (Gauss-Newton, residual
-    curvature dropped); ``noise`` the covariance of Eq. 14 built from ``J`` and the residuals.
+    ``J`` is ``(P * N_o, n)`` (sample-major rows), ``bias`` ``b = f(X, theta*) - J theta*``
+    (``(P, N_o)``). For squared error ``targets = Y - b``: the labels of the equivalent linear
+    regression on the features ``J`` (Eq. 81, corrected; ridge regression with decay). For
+    another loss ``targets = Y``: the equivalent model is the generalised linear model
+    ``l(b + J theta, y)`` (cross-entropy: multinomial logistic regression with logit offsets
+    ``b``). ``drift`` the Gauss-Newton matrix ``(1/P) sum_mu J_mu^T Lambda_mu J_mu + chi 1``
+    (``J^T J / P`` for squared error without decay; residual curvature dropped); ``noise`` the
+    covariance of Eq. 14 built from ``J`` and the residuals.
     """
 
     J: FloatArray
@@ -377,15 +422,21 @@ def jacobian_linearisation(
 ) -> Linearisation:
     """App. A prediction: replace the design matrix by the Jacobian (Eqs. 79-81).
 
-    The linearised per-sample gradients are ``g^mu = J_mu^T r^mu`` with the residuals
-    ``r^mu = b^mu + J_mu theta - y^mu`` (equal to the network's at ``theta``), so the noise
-    (Eq. 14, App. C) is the network's; the drift is ``H_GN = J^T J / P``, which equals the
-    Hessian only where the residual curvature vanishes.
+    The linearised per-sample gradients are ``g^mu = J_mu^T r^mu + chi theta`` with the
+    residuals ``r^mu`` of the linearised outputs ``b^mu + J_mu theta`` (``... - y^mu`` for
+    squared error; equal to the network's at ``theta``), so the noise (Eq. 14, App. C) is the
+    network's; the drift is the Gauss-Newton matrix (:meth:`Model.gauss_newton`, ``J^T J / P``
+    for squared error without decay), which equals the Hessian only where the residual
+    curvature vanishes.
     """
     X, theta, Y = model.check_inputs(X, theta, Y)
     P, n = X.shape[0], model.n_params
     J = model.jacobian(X, theta)
     bias = model.output(X, theta) - (J @ theta).reshape(P, model.n_out)
+    if not model.paper_objective:
+        targets = Y - bias if model.loss_function == SQUARED else Y
+        noise = noise_covariance(model, X, Y, theta, batch_size, sampling)
+        return Linearisation(J, bias, targets, model.gauss_newton(X, theta), noise)
     R = bias + (J @ theta).reshape(P, model.n_out) - Y
     G = np.einsum("pk,pka->pa", R, J.reshape(P, model.n_out, n))
     c = noise_prefactor(P, batch_size, sampling)
@@ -431,8 +482,9 @@ def local_theory(
     """Stationary SGD fluctuations about a minimum ``theta`` (Eqs. 14, 29-33).
 
     ``drift="hessian"`` uses the full Hessian, ``"gauss_newton"`` the App. A prediction
-    (:func:`jacobian_linearisation`). Raises ``ValueError`` if ``|grad L(theta)| > gtol``
-    (:func:`check_minimum`), if ``drift`` is unknown or if ``lr * max eig(H) >= 2``.
+    (:func:`jacobian_linearisation`); both for the model's loss and weight decay. Raises
+    ``ValueError`` if ``|grad L(theta)| > gtol`` (:func:`check_minimum`), if ``drift`` is
+    unknown or if ``lr * max eig(H) >= 2``.
     """
     if drift not in ("hessian", "gauss_newton"):
         raise ValueError(f"drift must be 'hessian' or 'gauss_newton', got {drift!r}")
