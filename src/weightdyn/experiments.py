@@ -365,6 +365,8 @@ REGISTRY: dict[str, str] = {
     # beyond paper 000 (App. A): deep linear and one-hidden-layer networks
     "deep_linear": "weightdyn.models.experiment",
     "one_hidden": "weightdyn.models.experiment",
+    # any JAX network on any data set (App. A beyond the papers' models and data)
+    "network": "weightdyn.models.network_experiment",
     # paper 002: mean-field dynamics of wide shallow networks
     "mf_width": "weightdyn.mean_field.registry",
     "mf_pde": "weightdyn.mean_field.registry",

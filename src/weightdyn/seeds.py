@@ -20,7 +20,12 @@ def canonical_parameters(params: Mapping[str, object]) -> str:
     parts = []
     for key in sorted(params):
         value = params[key]
-        text = format_number(value) if isinstance(value, int | float | np.number) else str(value)
+        if isinstance(value, bool | np.bool_):
+            text = str(bool(value)).lower()
+        elif isinstance(value, int | float | np.number):
+            text = format_number(value)
+        else:
+            text = str(value)
         parts.append(f"{key}={text}")
     return "|".join(parts)
 

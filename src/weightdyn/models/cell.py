@@ -89,11 +89,12 @@ class CellFailed(Exception):
 
 @dataclass(frozen=True)
 class Data:
-    """Training set: ``X`` (P, N_i), ``Y`` (P, N_o), and the teacher's parameters."""
+    """Training set: ``X`` (P, N_i), ``Y`` (P, N_o), and the teacher's parameters (None for a
+    data set without a teacher, :mod:`weightdyn.datasets`)."""
 
     X: FloatArray
     Y: FloatArray
-    theta_teacher: FloatArray
+    theta_teacher: FloatArray | None
 
 
 def teacher_data(
@@ -117,7 +118,8 @@ def teacher_data(
 
 def _data_keys(params: Mapping[str, Any]) -> dict[str, Any]:
     """The data's parameters without the label-noise level ``noise``."""
-    keys = ("N_i", "N_o", "P", "teacher", "data_seed", "activation", "width")
+    keys = ("N_i", "N_o", "P", "teacher", "data_seed", "activation", "width", "dataset",
+            "split_seed", "hidden")  # fmt: skip
     return {k: params[k] for k in keys if k in params}
 
 
@@ -144,10 +146,11 @@ def minimum(model: Model, data: Data, params: Mapping[str, Any], progress: Progr
     theta0 = model.random_theta(rng, float(params["init_scale"]))
     if params.get("start") == "teacher":
         theta0 = data.theta_teacher.copy()
-    try:
-        theory.check_underparameterised(model, data.X, theta0)
-    except ValueError as err:
-        raise CellFailed("not_underparameterised", str(err)) from None
+    if model.weight_decay == 0.0:  # chi > 0: H >= chi 1, an isolated minimum at any n
+        try:
+            theory.check_underparameterised(model, data.X, theta0)
+        except ValueError as err:
+            raise CellFailed("not_underparameterised", str(err)) from None
     res = theory.find_minimum(model, data.X, data.Y, theta0, gtol=params["gtol"], strict=False)
     progress(
         f"minimum: |grad L| = {res.grad_norm:.2e}, L = {res.loss:.6g} after {res.iterations} "
@@ -203,7 +206,7 @@ def simulate(
     cap = int(params["max_steps"])
     rng = seeds.generator("models/sgd", params)
     update = Update(params["lr"], params["batch_size"], params["sampling"])
-    common = dict(update=update, rng=rng, progress=progress)
+    common = dict(update=update, rng=rng, progress=progress, engine=params.get("engine", "auto"))
     n_burn = _steps(tau, params["burn_tau"] + extra_tau, thin, cap)
     progress(f"burn-in: {n_burn} steps x {R} replicas (tau = {tau:.4g} steps, thin {thin})")
     burn = run_sgd(
@@ -656,9 +659,17 @@ def failed_dataset(status: str, message: str) -> xr.Dataset:
 
 
 def run(model: Model, teacher: Model, params: Mapping[str, Any], progress: Progress) -> xr.Dataset:
-    """Steps 1-6 of one cell; a failed check gives :func:`failed_dataset`."""
-    t0 = time.perf_counter()
+    """Steps 1-6 of one cell on teacher-student data (:func:`teacher_data`)."""
     data = teacher_data(model, teacher, params, float(params["teacher_scale"]))
+    return run_on_data(model, data, params, progress)
+
+
+def run_on_data(
+    model: Model, data: Data, params: Mapping[str, Any], progress: Progress
+) -> xr.Dataset:
+    """Steps 2-6 of one cell on the training set ``data``; a failed check gives
+    :func:`failed_dataset`."""
+    t0 = time.perf_counter()
     try:
         start = minimum(model, data, params, progress)
         ds = cell_dataset(model, data, start, params, progress)

@@ -31,7 +31,7 @@ Both are kernels of the SGD engine (:mod:`weightdyn.sgd`: :class:`ModelKernel`,
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
@@ -66,7 +66,10 @@ __all__ = [
     "sgd_kernel",
 ]
 
-Engine = Literal["auto", "kernel", "numpy"]
+Engine = Literal["auto", "jax", "kernel", "numpy"]
+ENGINES = ("auto", "jax", "kernel", "numpy")
+#: bytes of the records one JAX kernel call returns; its calls are shortened to stay below
+JAX_RECORD_BYTES = 64 << 20
 SAMPLING_MODES = ("with", "without")
 #: activation codes of the compiled one-hidden-layer gradient
 KERNEL_ACTIVATIONS = {"tanh": 0, "softplus": 1}
@@ -84,7 +87,11 @@ def kernel_spec(model: Model) -> tuple[np.ndarray, int] | None:
 
     Deep linear: ``[0, L, N_0 .. N_L, offset_0 .. offset_L]``; one hidden layer:
     ``[1, N_i, N_h, N_o, bias, activation code]``. ``work_size`` is the scratch per replica.
+    The kernel's gradient is the papers' squared error without weight decay: a model with
+    another objective (:attr:`Model.paper_objective` false) has no kernel.
     """
+    if not model.paper_objective:
+        return None
     if isinstance(model, DeepLinear):
         spec = [_DEEP, model.depth, *model.widths, *model.offsets]
         return np.array(spec, np.int64), (model.depth + 3) * max(model.widths)
@@ -361,12 +368,40 @@ class SGDRun:
 
 
 def _engine(model: Model, engine: Engine) -> str:
-    if engine not in ("auto", "kernel", "numpy"):
-        raise ValueError(f"engine must be 'auto', 'kernel' or 'numpy', got {engine!r}")
-    has_kernel = kernel_spec(model) is not None
-    if engine == "kernel" and not has_kernel:
-        raise ValueError(f"no compiled kernel for {type(model).__name__}; use engine='numpy'")
-    return "kernel" if engine == "kernel" or (engine == "auto" and has_kernel) else "numpy"
+    """The engine a run uses: ``engine`` if the model has it, else ValueError; ``auto``: the
+    numba kernel where one exists (the hand-written models under the papers' objective), the
+    JAX kernel for a model written in JAX, numpy otherwise (the measured order, README)."""
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
+    has = {"kernel": kernel_spec(model) is not None, "jax": _is_jax(model), "numpy": True}
+    if engine != "auto":
+        if not has[engine]:
+            name = type(model).__name__
+            raise ValueError(f"engine {engine!r} has no form of {name} (objective "
+                             f"{model.loss_function.name}, weight decay {model.weight_decay:g}); "
+                             f"use one of {[e for e, ok in has.items() if ok]}")  # fmt: skip
+        return engine
+    return next(e for e in ("kernel", "jax", "numpy") if has[e])
+
+
+def _is_jax(model: Model) -> bool:
+    return callable(getattr(model, "minibatch_gradient_fn", None))
+
+
+def _jax_kernel(model: Model, X, Y, theta_ref, update: Update) -> VectorKernel:
+    from weightdyn.models.jax_engine import JaxKernel  # JAX only where a run uses it
+
+    S = int(update.batch_size)
+    return JaxKernel(model.minibatch_gradient_fn(), X, Y, theta_ref, float(update.lr), S,
+                     update.sampling, lower_triangle=True)  # fmt: skip
+
+
+def _jax_schedule(schedule: Schedule, R: int, n: int) -> Schedule:
+    """``schedule`` with kernel calls short enough that a call's records (``n_steps / thin``
+    of (R, n) float64) stay below :data:`JAX_RECORD_BYTES` (no result depends on it)."""
+    per_record = 8 * R * n
+    steps = max(1, JAX_RECORD_BYTES // per_record) * schedule.thin
+    return replace(schedule, chunk_steps=min(schedule.chunk_steps, steps))
 
 
 def _check_run(model, X, Y, theta0, theta_ref, S, sampling):
@@ -415,6 +450,9 @@ def run_sgd(
     lr = float(update.lr)
     if used == "kernel":
         kernel = ModelKernel(X, Y, kernel_spec(model), theta_ref, lr, S, sampling == "with")
+    elif used == "jax":
+        kernel = _jax_kernel(model, X, Y, theta_ref, update)
+        plan = _jax_schedule(schedule, *Theta.shape).plan()
     else:
         kernel = NumpyKernel(model, X, Y, theta_ref, lr, S, sampling)
     bound = divergence_bound(theta_ref)
