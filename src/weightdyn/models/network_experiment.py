@@ -39,13 +39,15 @@ from weightdyn.models.experiment import COMMON, FIGURES, agreement_rows
 from weightdyn.models.jax_model import ACTIVATIONS, MLP, NONSMOOTH_ACTIVATIONS
 from weightdyn.models.losses import LOSSES
 
-__all__ = ["EXPERIMENTS", "network_experiment", "mlp_model", "parse_hidden"]
+__all__ = ["EXPERIMENTS", "mlp_model", "network_experiment", "parse_hidden"]
 
 BUNDLED = tuple(n for n in datasets.NAMES if n != "file")
 FILE_PREFIX = "file:"
 ENGINES = ("auto", "jax", "kernel", "numpy")
-_SHARED = ("init", "init_scale", "lr", "batch_size", "sampling", "data_seed", "replicas",
-           "burn_tau", "sample_tau", "records_per_tau", "n_blocks", "max_steps", "gtol")  # fmt: skip
+_SHARED = (
+    "init", "init_scale", "lr", "batch_size", "sampling", "data_seed", "replicas", "burn_tau",
+    "sample_tau", "records_per_tau", "n_blocks", "max_steps", "gtol",
+)  # fmt: skip
 # fmt: off
 DATA = (
     Param("dataset", str, REQUIRED, "data set: one bundled with scikit-learn "
