@@ -94,10 +94,24 @@ def _value_text(value: Any) -> str:
     return str(value)
 
 
+_UNSAFE = re.compile(r"[^A-Za-z0-9._+-]")
+
+
+def _name_text(value: Any) -> str:
+    """:func:`_value_text` fit for a file name: a value with other characters than letters,
+    digits and ``._+-`` (a path such as ``file:data/x.npz``) becomes its safe tail and a hash
+    of the whole text, ``data-x.npz-1a2b3c4d``."""
+    text = _value_text(value)
+    if not _UNSAFE.search(text):
+        return text
+    digest = hashlib.sha256(text.encode()).hexdigest()[:8]
+    return f"{_UNSAFE.sub('-', text).strip('-')[-40:]}-{digest}"
+
+
 def cell_id(experiment: Experiment, params: Mapping[str, Any]) -> str:
     """Canonical file stem of a cell, e.g. ``N=100_P=200_..._lr=0.1__<settings hash>``."""
     axes = "_".join(
-        f"{name}={_value_text(params[name])}"
+        f"{name}={_name_text(params[name])}"
         for name in experiment.identity_axes
         if params.get(name) is not None
     )
@@ -150,7 +164,7 @@ def data_id(experiment: Experiment, params: Mapping[str, Any]) -> str | None:
     if spec is None:
         return None
     keys = (*spec.keys, *spec.settings)
-    return "_".join(f"{key}={_value_text(params[key])}" for key in keys)
+    return "_".join(f"{key}={_name_text(params[key])}" for key in keys)
 
 
 def _as_list(value: Any) -> list[Any]:

@@ -160,7 +160,24 @@ def minimum(model: Model, data: Data, params: Mapping[str, Any], progress: Progr
         raise CellFailed(
             "no_minimum", f"no minimum: |grad L| = {res.grad_norm:.2e} > gtol = {params['gtol']}"
         )
+    _check_not_separated(model, data, res.theta)
     return Minimum(theta0, res)
+
+
+def _check_not_separated(model: Model, data: Data, theta: FloatArray) -> None:
+    """CellFailed ``no_minimum`` for cross-entropy without weight decay where every training
+    sample is classified correctly: growing the logits' scale lowers the loss without end, so a
+    small gradient marks a point on the way to infinity, not a minimum."""
+    if model.weight_decay > 0 or model.loss_function.name != "cross_entropy":
+        return
+    predicted = model.output(data.X, theta).argmax(axis=1)
+    if np.all(predicted == data.Y.argmax(axis=1)):
+        raise CellFailed(
+            "no_minimum",
+            "separable training set: every sample is classified correctly, so the "
+            "cross-entropy has no minimum at finite theta without weight decay (its infimum 0 is "
+            "approached as the logits grow); give weight_decay > 0",
+        )
 
 
 def relaxation_steps(H: FloatArray, lr: float) -> tuple[float, float]:

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import xarray as xr
 
 from weightdyn import datasets
@@ -190,6 +191,8 @@ def cell_runner(build: Callable[[int, int, Mapping[str, Any]], Model]) -> Callab
         data: datasets.RealData = params["data"]
         model = build(data.N_i, data.N_o, params)
         model = model.with_objective(params["loss"], params["weight_decay"])
+        # a user's function that fails or gives NaN fails the cell here, with its traceback
+        model.output(data.X_train, model.random_theta(np.random.default_rng(0)))
         progress(
             f"{data.name}: P = {data.P}, N_i = {data.N_i}, N_o = {data.N_o}; model "
             f"{getattr(model, 'name', type(model).__name__)}, n = {model.n_params}, loss "
@@ -217,7 +220,7 @@ def network_experiment(
     the axes and settings of :data:`DATA`, the training settings of the model experiments, the
     loss, weight decay and engine, and ``params`` of one's own (e.g. a width)."""
     common = tuple(p for p in COMMON if p.name in _SHARED)
-    builtin = ("hidden", "activation")  # the MLP's; a network of one's own declares its own
+    builtin = ("hidden", "activation", "allow_nonsmooth")  # the MLP's; one's own has its own
     network = tuple(p for p in NETWORK if build is mlp_model or p.name not in builtin)
     return Experiment(
         name=name, family="models",

@@ -56,6 +56,8 @@ def _coord(c: xr.Dataset, name: str) -> object:
 
 def _title(c: xr.Dataset) -> str:
     """The cell's architecture and SGD parameters in the paper's symbols."""
+    if "dataset" in c.coords or "dataset" in c.attrs:
+        return _data_title(c)
     arch = (
         f"depth $L={_coord(c, 'depth')}$" if "depth" in c.coords or "depth" in c.attrs
         else f"{_coord(c, 'activation')}, teacher {_coord(c, 'teacher')}"
@@ -65,6 +67,24 @@ def _title(c: xr.Dataset) -> str:
         f"$N_o={_coord(c, 'N_o')}$, $n={int(c['n_params'])}$, $P={_coord(c, 'P')}$, "
         rf"$\sigma_\epsilon^2={float(_coord(c, 'noise')):g}$, "
         rf"$\lambda={float(_coord(c, 'lr')):g}$, $S={_coord(c, 'batch_size')}$"
+    )
+
+
+def _data_title(c: xr.Dataset) -> str:
+    """A cell of a network on a data set (:mod:`weightdyn.models.network_experiment`): the data
+    set, the architecture, the loss and weight decay, and the SGD parameters."""
+    arch = [
+        f"hidden {_coord(c, name)}" if name == "hidden" else f"{name} {_coord(c, name)}"
+        for name in ("hidden", "width", "activation")
+        if name in c.coords or name in c.attrs
+    ]
+    chi = float(_coord(c, "weight_decay")) if "weight_decay" in c.coords else None
+    loss = str(_coord(c, "loss")).replace("_", "-")
+    return (
+        f"{_coord(c, 'dataset')}, {', '.join(arch)}, $n={int(c['n_params'])}$, "
+        f"$P={_coord(c, 'P')}$, {loss}"
+        + (rf", $\chi={chi:g}$" if chi is not None else "")
+        + rf", $\lambda={float(_coord(c, 'lr')):g}$, $S={_coord(c, 'batch_size')}$"
     )
 
 

@@ -1,0 +1,139 @@
+"""The ``network`` experiment: any JAX network on any data set, through the model-cell protocol
+(paper 000 App. A), with its checks, its engine choice and a network of one's own end to end."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+import yaml
+from workflow_helpers import copy_workflow, snakemake
+
+from weightdyn import datasets, sweep
+from weightdyn.experiments import ConfigError
+from weightdyn.models import DeepLinear
+from weightdyn.models import network_experiment as ne
+from weightdyn.models.simulate import _engine
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = str(ROOT / "examples")
+EXP = ne.EXPERIMENTS["network"]
+
+
+def _params(**kw: object) -> dict:
+    params = {p.name: p.default for p in EXP.params}
+    params.update(dataset="iris", P=60, hidden="4", lr=0.2, batch_size=8, replicas=4,
+                  n_blocks=4, burn_tau=5.0, sample_tau=40.0)  # fmt: skip
+    params.update(kw)
+    return params
+
+
+def _cell(**kw: object) -> xr.Dataset:
+    params = EXP.derive(_params(**kw))
+    params["data"] = datasets.load(ne.make_data(params))
+    return EXP.run_cell(params, lambda line: None)
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"dataset": "mnist"}, "dataset: 'mnist' is not allowed; allowed: digits, "),
+        ({"dataset": "file:/no/such/file.npz"}, "data_file"),
+        ({"activation": "relu"}, "activation: 'relu' is refused: it is piecewise smooth"),
+        ({"hidden": "16-x"}, "hidden: '16-x' is not allowed"),
+        ({"batch_size": 100}, "batch_size: 100 exceeds P = 60"),
+    ],
+)
+def test_bad_input_is_refused_naming_the_key(changes: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
+        EXP.derive(_params(**changes))
+
+
+def test_a_kinked_activation_runs_only_when_accepted_knowingly() -> None:
+    params = EXP.derive(_params(activation="relu", allow_nonsmooth=True))
+    assert ne.mlp_model(4, 3, params).n_params == 4 * 5 + 3 * 5
+
+
+def test_an_edited_data_file_is_a_new_data_set(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    path = tmp_path / "mine.npz"
+    np.savez(path, X=rng.normal(size=(80, 3)), y=rng.normal(size=80))
+    params = _params(dataset=f"file:{path}", task="regression", loss="squared")
+    first = sweep.data_id(EXP, EXP.derive(dict(params)))
+    np.savez(path, X=rng.normal(size=(80, 3)), y=rng.normal(size=80))
+    assert sweep.data_id(EXP, EXP.derive(dict(params))) != first
+    assert "/" not in first and ":" not in first
+
+
+def test_the_engine_is_the_numba_kernel_only_under_the_papers_objective() -> None:
+    deep = DeepLinear([3, 4, 2])
+    assert _engine(deep, "auto") == "kernel"
+    assert _engine(deep.with_objective("cross_entropy", 0.1), "auto") == "numpy"
+    mlp = ne.mlp_model(3, 2, _params())
+    assert _engine(mlp, "auto") == "jax"
+    with pytest.raises(ValueError, match="engine 'kernel' has no form of MLP"):
+        _engine(mlp, "kernel")
+
+
+def test_a_cross_entropy_cell_with_weight_decay_runs_and_names_its_data() -> None:
+    ds = _cell(loss="cross_entropy", weight_decay=0.01)
+    assert int(ds["status"]) == 0
+    assert ds.attrs["dataset"] == "iris" and len(ds.attrs["dataset_sha256"]) == 64
+    assert float(ds["trace_sgd"]) > 0 and float(ds["trace_exact"]) > 0
+
+
+def test_separable_classes_without_weight_decay_have_no_minimum() -> None:
+    ds = _cell(loss="cross_entropy", weight_decay=0.0, hidden="8", P=40, gtol=1e-9)
+    assert ne.cell.STATUS[int(ds["status"])] == "no_minimum"
+
+
+def test_more_parameters_than_equations_under_squared_error_is_flagged() -> None:
+    ds = _cell(dataset="diabetes", loss="squared", hidden="8", P=40)  # n = 97 > P = 40
+    assert ne.cell.STATUS[int(ds["status"])] == "not_underparameterised"
+
+
+def test_a_user_function_returning_nan_fails_the_cell_naming_the_model() -> None:
+    sys.path.insert(0, EXAMPLES)
+    try:
+        import my_network
+    finally:
+        sys.path.remove(EXAMPLES)
+
+    def bad(n_in: int, n_out: int, params: dict) -> object:
+        model = my_network.build(n_in, n_out, params)
+        return type(model)(lambda p, X: my_network.apply(p, X) * np.nan, model._init, n_in,
+                            n_out, name="nan net")  # fmt: skip
+
+    exp = ne.network_experiment("bad", bad, params=(my_network.WIDTH,))
+    params = exp.derive({**{p.name: p.default for p in exp.params}, **_params(), "width": 3})
+    params["data"] = datasets.load(ne.make_data(params))
+    with pytest.raises(ValueError, match="nan net"):
+        exp.run_cell(params, lambda line: None)
+
+
+@pytest.mark.slow
+def test_a_network_of_ones_own_runs_end_to_end_through_snakemake(tmp_path: Path) -> None:
+    wf = copy_workflow(tmp_path / "wf")
+    config = {
+        "experiment_modules": ["my_network"],
+        "sweeps": {
+            "mine": {
+                "experiment": "my_network", "dataset": "wine", "P": 100, "width": [4, 6],
+                "loss": "cross_entropy", "weight_decay": 0.1, "lr": 0.2, "batch_size": 10,
+                "replicas": 4, "n_blocks": 4, "sample_tau": 20.0, "burn_tau": 5.0,
+            },
+        },
+        "figures": {"formats": ["png"], "dpi": 60},
+    }  # fmt: skip
+    (wf / "config" / "mine.yaml").write_text(yaml.safe_dump(config))
+    path = os.pathsep.join(filter(None, [EXAMPLES, os.environ.get("PYTHONPATH")]))
+    snakemake(wf, "--configfile", "config/mine.yaml", "--cores", "2", env={"PYTHONPATH": path})
+    with xr.open_dataset(wf / "results" / "mine.nc") as ds:
+        assert list(ds["width"].values) == [4, 6] and (ds["status"] == 0).all()
+    assert (wf / "results" / "figures" / "mine" / "spectra").exists() or any(
+        (wf / "results" / "figures").rglob("*.png")
+    )
