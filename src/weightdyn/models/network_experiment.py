@@ -233,4 +233,10 @@ def network_experiment(
     )  # fmt: skip
 
 
-EXPERIMENTS = {"network": network_experiment("network", mlp_model)}
+EXPERIMENTS = {
+    "network": network_experiment(
+        "network",
+        mlp_model,
+        title="an MLP on a data set (bundled or a file): App. A's theory against SGD",
+    )
+}
