@@ -373,6 +373,24 @@ def sgd_statistics(
     return {name: (est[s], se[s]) for name, s in parts.items()}
 
 
+#: eigenvalues of the exact covariance below this fraction of its largest are numerically zero
+FLUCTUATION_RTOL = 1e-9
+
+
+def fluctuating_basis(Q: FloatArray, M: FloatArray) -> FloatArray:
+    """The part of ``range(H)`` (basis ``Q``) in which the exact linearisation ``M`` (Eq. 29)
+    fluctuates: ``Q`` itself unless ``M`` vanishes (below :data:`FLUCTUATION_RTOL` of its
+    largest eigenvalue) on part of it. That happens with weight decay and a low-rank noise
+    (cross-entropy, few samples): SGD then moves only in the subspace the noise reaches (the rest
+    of ``range(H)`` relaxes to the minimum and stays there, in SGD as in Eq. 29), and spectra are
+    compared there, not on numerically zero eigenvalues."""
+    if not np.all(np.isfinite(M)):
+        return Q
+    lam, V = np.linalg.eigh(Q.T @ (0.5 * (M + M.T)) @ Q)
+    keep = lam > FLUCTUATION_RTOL * lam.max()
+    return Q if keep.all() else Q @ V[:, keep]
+
+
 def theory_spectra(M: FloatArray, Qr: FloatArray, Hr: FloatArray) -> dict[str, FloatArray]:
     """Sorted eigenvalues of a theory covariance on ``range(H)``, the curvature along its
     eigenvectors and its trace (``M`` symmetrised first: Eq. 33 is not symmetric); NaN if
@@ -495,7 +513,8 @@ def cell_dataset(
     _, sample, theta_loc, thin = simulate(model, data, begin, tau, params, progress, extra)
     th = _theories(model, data, theta_loc, params)
     info = theory.hessian_range(th["local"].H)
-    Qr, Hr = info.Q, info.Q.T @ th["local"].H @ info.Q
+    Qr = fluctuating_basis(info.Q, th["M"]["exact"])
+    Hr = Qr.T @ th["local"].H @ Qr
     theta_bar = sgd_mean(sample, theta_loc)
     th["M"].update(_theories_at_mean(model, data, theta_bar, Qr, params))
     sim = sgd_statistics(sample, Qr, th["local"].H, model.last_layer)
@@ -513,7 +532,8 @@ def cell_dataset(
         exact = layer_spectrum(th["M"]["exact"], Qr, th["local"].H, model.last_layer)
         ds.update(_layer_dataset(sim, exact))
     ds.update(_drift(sample, info, thin))
-    ds.update(_stationarity(sample, info, th["local"].H, progress))
+    u = _slowest_mode(info, Qr, th["local"].H)
+    ds.update(_stationarity(sample, u, th["local"].H, progress))
     ds.update(_trace_variables(sim, spectra))
     ds["status"] = ((), 0, _status_attrs())
     return ds
@@ -629,15 +649,24 @@ def _drift(sample: Any, info: theory.RangeInfo, thin: int) -> dict:
     }  # fmt: skip
 
 
+def _slowest_mode(info: theory.RangeInfo, Qr: FloatArray, H: FloatArray) -> FloatArray:
+    """The slowest Hessian mode on ``range(H)``, or within the fluctuating subspace ``Qr``
+    (:func:`fluctuating_basis`) where that is smaller (no noise reaches the rest)."""
+    if Qr.shape[1] == info.Q.shape[1]:
+        return info.Q[:, int(np.argmin(info.omega))]
+    omega, V = np.linalg.eigh(Qr.T @ H @ Qr)
+    return Qr @ V[:, int(np.argmin(omega))]
+
+
 def _stationarity(
-    sample: Any, info: theory.RangeInfo, H: FloatArray, progress: Progress
+    sample: Any, u: FloatArray, H: FloatArray, progress: Progress
 ) -> dict[str, tuple]:
     """The window test (:func:`weightdyn.stationarity.window_test`) on the block means of the
-    second moment about the local point along the slowest Hessian mode on ``range(H)`` and of
-    the quadratic loss excess ``tr(H S) / 2``; logged, with a WARNING line when flagged."""
+    second moment about the local point along the slowest mode ``u`` (:func:`_slowest_mode`)
+    and of the quadratic loss excess ``tr(H S) / 2``; logged, with a WARNING line when
+    flagged."""
     R, B, k = sample.sum_d.shape
     S = sample.sum_dd.reshape(R, B, k, k) / sample.n_records[:, :, None, None]  # about theta_loc
-    u = info.Q[:, int(np.argmin(info.omega))]
     values = np.stack([np.einsum("i,rbij,j->rb", u, S, u),
                        0.5 * np.einsum("ij,rbji->rb", H, S)], axis=-1)  # fmt: skip
     test = stationarity.window_test(values.transpose(1, 0, 2), ("slowest", "loss"))
