@@ -137,3 +137,15 @@ def test_a_network_of_ones_own_runs_end_to_end_through_snakemake(tmp_path: Path)
     assert (wf / "results" / "figures" / "mine" / "spectra").exists() or any(
         (wf / "results" / "figures").rglob("*.png")
     )
+
+
+def test_spectra_are_compared_where_the_noise_reaches() -> None:
+    rng = np.random.default_rng(1)
+    Q = np.linalg.qr(rng.normal(size=(6, 6)))[0]
+    A = rng.normal(size=(6, 3))
+    full = A @ A.T + np.eye(6)
+    assert ne.cell.fluctuating_basis(Q, full) is Q
+    low = A @ A.T  # rank 3: a noise that reaches half of range(H)
+    F = ne.cell.fluctuating_basis(Q, low)
+    assert F.shape == (6, 3)
+    np.testing.assert_allclose(F @ F.T @ low, low, atol=1e-12)

@@ -419,9 +419,18 @@ THEORIES = {
 }
 
 
+#: the mini-batch recursion holds the P per-sample Hessians (P n^2 floats); above this it is
+#: skipped (NaN): digits 64-16-16-10 (n = 1482, P = 1000) would need 17.6 GB
+MINIBATCH_MAX_BYTES = 2 << 30
+
+
 def _minibatch(model: Model, data: Data, theta: FloatArray, p: Mapping[str, Any]) -> FloatArray:
     """:func:`~weightdyn.models.theory.minibatch_stationary_covariance`, NaN where its
-    recursion has no stationary state (beyond the second-moment stability limit)."""
+    recursion has no stationary state (beyond the second-moment stability limit) or its
+    per-sample Hessians would exceed :data:`MINIBATCH_MAX_BYTES`."""
+    n, P = model.n_params, data.X.shape[0]
+    if 8 * P * n * n > MINIBATCH_MAX_BYTES:
+        return np.full((n, n), np.nan)
     try:
         return theory.minibatch_stationary_covariance(
             model, data.X, data.Y, theta, p["lr"], p["batch_size"], p["sampling"]
