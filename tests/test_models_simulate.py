@@ -139,7 +139,7 @@ def test_engine_choice_and_bad_arguments() -> None:
     X, Y, theta = problem(linear)
     assert kernel_spec(linear) is None
     assert run(linear, X, Y, theta, "auto").engine == "numpy"
-    with pytest.raises(ValueError, match="engine .kernel. has no form of Linear"):
+    with pytest.raises(ValueError, match=r"engine 'kernel' has no form of Linear"):
         run(linear, X, Y, theta, "kernel")
     with pytest.raises(ValueError, match="multiple of thin"):
         run(linear, X, Y, theta, "numpy", n_steps=10)
