@@ -149,3 +149,14 @@ def test_spectra_are_compared_where_the_noise_reaches() -> None:
     F = ne.cell.fluctuating_basis(Q, low)
     assert F.shape == (6, 3)
     np.testing.assert_allclose(F @ F.T @ low, low, atol=1e-12)
+
+
+def test_weight_decay_is_an_axis_of_the_teacher_student_models_too() -> None:
+    from weightdyn.models.experiment import EXPERIMENTS, _with_weight_decay
+
+    for name in ("deep_linear", "one_hidden"):
+        assert "weight_decay" in [p.name for p in EXPERIMENTS[name].axes]
+    model, params = _with_weight_decay(DeepLinear([3, 4, 2]), {"weight_decay": 0.1, "P": 9})
+    assert model.weight_decay == 0.1 and params["weight_decay"] == 0.1
+    model, params = _with_weight_decay(DeepLinear([3, 4, 2]), {"weight_decay": None, "P": 9})
+    assert model.weight_decay == 0.0 and params == {"P": 9}  # the old random streams

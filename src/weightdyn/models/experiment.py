@@ -75,6 +75,8 @@ COMMON = (
     Param("max_steps", int, 4_000_000, "cap on the burn-in and on the sampling steps",
           minimum=1),
     Param("gtol", float, 1e-9, "gradient-norm tolerance of a minimum", **POSITIVE),
+    Param("weight_decay", float, None, "weight decay chi of the student (L2 term "
+          "chi |theta|^2 / 2, paper 000 App. B; absent: 0)", axis=True, minimum=0),
 )
 DEEP = (
     Param("depth", int, 3, "number of weight layers L", axis=True, minimum=2),
@@ -141,15 +143,25 @@ def derive(params: dict[str, Any]) -> dict[str, Any]:
     return params
 
 
+def _with_weight_decay(model: Model, params: Params) -> tuple[Model, Params]:
+    """The student with the cell's weight decay, and the parameters without an absent one (a
+    cell without ``weight_decay`` keeps the random streams it had before the axis existed)."""
+    chi = params.get("weight_decay")
+    if chi is None:
+        return model, {k: v for k, v in params.items() if k != "weight_decay"}
+    return model.with_objective(weight_decay=float(chi)), params
+
+
 def run_deep(params: Params, progress: Progress) -> xr.Dataset:
     """One deep linear cell (:func:`weightdyn.models.cell.run`, linear teacher)."""
-    model = deep_linear_model(params)
+    model, params = _with_weight_decay(deep_linear_model(params), params)
     return cell.run(model, Linear(params["N_i"], params["N_o"]), params, progress)
 
 
 def run_one_hidden(params: Params, progress: Progress) -> xr.Dataset:
     """One one-hidden-layer cell (:func:`weightdyn.models.cell.run`)."""
-    return cell.run(one_hidden_model(params), _teacher(params), params, progress)
+    model, params = _with_weight_decay(one_hidden_model(params), params)
+    return cell.run(model, _teacher(params), params, progress)
 
 
 def resources(params: Params, attempt: int) -> dict[str, int]:
