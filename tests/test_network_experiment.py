@@ -160,3 +160,17 @@ def test_weight_decay_is_an_axis_of_the_teacher_student_models_too() -> None:
     assert model.weight_decay == 0.1 and params["weight_decay"] == 0.1
     model, params = _with_weight_decay(DeepLinear([3, 4, 2]), {"weight_decay": None, "P": 9})
     assert model.weight_decay == 0.0 and params == {"P": 9}  # the old random streams
+
+
+def test_the_output_layers_ivfr_leaves_out_its_directions_without_noise() -> None:
+    rng = np.random.default_rng(2)
+    Q = np.eye(5)
+    A = rng.normal(size=(5, 5))
+    full = A @ A.T + np.eye(5)
+    assert ne.cell.layer_basis(full, Q, slice(2, 5)) == slice(2, 5)
+    low = np.zeros((5, 5))
+    low[:4, :4] = A[:4, :4] @ A[:4, :4].T  # the last coordinate of the layer never moves
+    L = ne.cell.layer_basis(low, Q, slice(2, 5))
+    assert L.shape == (5, 2) and np.allclose(L[[0, 1, 4]], 0)
+    lam, _ = ne.cell.layer_spectrum(low, Q, full, L)
+    np.testing.assert_allclose(np.sort(lam), np.sort(np.linalg.eigvalsh(low[2:4, 2:4])))

@@ -324,18 +324,46 @@ def _ivfr(variance: FloatArray, curvature: FloatArray) -> tuple[float, float]:
     return float(rho), float(slope)
 
 
+Layer = slice | FloatArray
+
+
+def layer_basis(M: FloatArray, Qr: FloatArray, layer: slice) -> Layer:
+    """The output layer's coordinates ``layer``, or, where the exact linearisation ``M`` does
+    not fluctuate along part of them (weight decay with a low-rank noise,
+    :func:`fluctuating_basis`), an orthonormal basis (n, b') of the part it does."""
+    P = Qr @ Qr.T
+    block = (P @ M @ P)[layer, layer]
+    if not np.all(np.isfinite(block)):
+        return layer
+    lam, V = np.linalg.eigh(0.5 * (block + block.T))
+    keep = lam > FLUCTUATION_RTOL * lam.max()
+    if keep.all():
+        return layer
+    E = np.zeros((M.shape[0], block.shape[0]))
+    E[layer] = np.eye(block.shape[0])
+    return E @ V[:, keep]
+
+
+def _layer_size(layer: Layer, k: int) -> int:
+    return len(range(*layer.indices(k))) if isinstance(layer, slice) else layer.shape[1]
+
+
 def layer_spectrum(
-    cov: FloatArray, Qr: FloatArray, H: FloatArray, layer: slice
+    cov: FloatArray, Qr: FloatArray, H: FloatArray, layer: Layer
 ) -> tuple[FloatArray, FloatArray]:
     """Fig. 7a's IVFR data of the output layer: the eigenvalues (descending) of the ``layer``
     block of ``cov`` projected onto ``range(H)`` (``Qr``; the paper's projected
     ``cov(vec dW2)``) and the curvature ``v^T H_layer v`` of the loss along their
-    eigenvectors ``v`` within the layer (Eq. 73's ``kappa_i``)."""
+    eigenvectors ``v`` within the layer (Eq. 73's ``kappa_i``); ``layer`` a slice of theta or a
+    basis of its fluctuating part (:func:`layer_basis`)."""
     P = Qr @ Qr.T
-    block = (P @ cov @ P)[layer, layer]
+    if isinstance(layer, slice):
+        block, Hl = (P @ cov @ P)[layer, layer], H[layer, layer]
+    else:
+        block, Hl = layer.T @ P @ cov @ P @ layer, layer.T @ H @ layer
     lam, V = np.linalg.eigh(0.5 * (block + block.T))
     lam, V = lam[::-1], V[:, ::-1]
-    return lam, np.einsum("ik,ij,jk->k", V, H[layer, layer], V)
+    return lam, np.einsum("ik,ij,jk->k", V, Hl, V)
 
 
 def _spectrum_and_ivfr(lam: FloatArray, curv: FloatArray) -> FloatArray:
@@ -343,14 +371,14 @@ def _spectrum_and_ivfr(lam: FloatArray, curv: FloatArray) -> FloatArray:
 
 
 def sgd_statistics(
-    sample: Any, Qr: FloatArray, H: FloatArray, layer: slice | None = None
+    sample: Any, Qr: FloatArray, H: FloatArray, layer: Layer | None = None
 ) -> dict[str, Any]:
     """Eigenvalues of the SGD covariance on ``range(H)`` (``Qr`` its basis), its trace and the
     IVFR (curvature ``v^T H v`` along its eigenvectors ``v``); with a ``layer``, the same of the
     output layer's block (:func:`layer_spectrum`); each with a jackknife error."""
     k, r = Qr.shape
     Hr = Qr.T @ H @ Qr
-    b = 0 if layer is None else len(range(*layer.indices(k)))
+    b = 0 if layer is None else _layer_size(layer, k)
 
     def estimates(means: FloatArray) -> FloatArray:
         out = []
@@ -526,7 +554,10 @@ def cell_dataset(
     Hr = Qr.T @ th["local"].H @ Qr
     theta_bar = sgd_mean(sample, theta_loc)
     th["M"].update(_theories_at_mean(model, data, theta_bar, Qr, params))
-    sim = sgd_statistics(sample, Qr, th["local"].H, model.last_layer)
+    layer = model.last_layer
+    if layer is not None:
+        layer = layer_basis(th["M"]["exact"], Qr, layer)
+    sim = sgd_statistics(sample, Qr, th["local"].H, layer)
     spectra = {name: theory_spectra(M, Qr, Hr) for name, M in th["M"].items()}
     progress(
         f"tr M: SGD {sim['trace'][0]:.5g} +- {sim['trace'][1]:.2g}, exact "
@@ -538,7 +569,7 @@ def cell_dataset(
     ds.update(_scalars(model, data, start, th, sample, theta_loc, info, tau, tau_fast, thin))
     ds.update(_mean_shift(model, data, th, theta_loc, theta_bar, Qr))
     if model.last_layer is not None:
-        exact = layer_spectrum(th["M"]["exact"], Qr, th["local"].H, model.last_layer)
+        exact = layer_spectrum(th["M"]["exact"], Qr, th["local"].H, layer)
         ds.update(_layer_dataset(sim, exact))
     ds.update(_drift(sample, info, thin))
     u = _slowest_mode(info, Qr, th["local"].H)
