@@ -79,7 +79,7 @@ def test_the_engine_is_the_numba_kernel_only_under_the_papers_objective() -> Non
         _engine(mlp, "kernel")
 
 
-def test_a_cross_entropy_cell_with_weight_decay_runs_and_names_its_data() -> None:
+def test_a_cross_entropy_cell_with_objective_runs_and_names_its_data() -> None:
     ds = _cell(loss="cross_entropy", weight_decay=0.01)
     assert int(ds["status"]) == 0
     assert ds.attrs["dataset"] == "iris" and len(ds.attrs["dataset_sha256"]) == 64
@@ -151,15 +151,32 @@ def test_spectra_are_compared_where_the_noise_reaches() -> None:
     np.testing.assert_allclose(F @ F.T @ low, low, atol=1e-12)
 
 
-def test_weight_decay_is_an_axis_of_the_teacher_student_models_too() -> None:
-    from weightdyn.models.experiment import EXPERIMENTS, _with_weight_decay
+def test_loss_and_weight_decay_are_axes_of_the_teacher_student_models_too() -> None:
+    from weightdyn.models.experiment import EXPERIMENTS, _with_objective
 
     for name in ("deep_linear", "one_hidden"):
-        assert "weight_decay" in [p.name for p in EXPERIMENTS[name].axes]
-    model, params = _with_weight_decay(DeepLinear([3, 4, 2]), {"weight_decay": 0.1, "P": 9})
+        assert {"loss", "weight_decay"} <= {p.name for p in EXPERIMENTS[name].axes}
+    model, params = _with_objective(DeepLinear([3, 4, 2]), {"weight_decay": 0.1, "P": 9})
     assert model.weight_decay == 0.1 and params["weight_decay"] == 0.1
-    model, params = _with_weight_decay(DeepLinear([3, 4, 2]), {"weight_decay": None, "P": 9})
-    assert model.weight_decay == 0.0 and params == {"P": 9}  # the old random streams
+    model, params = _with_objective(
+        DeepLinear([3, 4, 2]), {"weight_decay": None, "loss": None, "P": 9}
+    )
+    assert model.paper_objective and params == {"P": 9}  # the old random streams
+
+
+def test_a_cross_entropy_student_learns_the_teachers_classes() -> None:
+    from weightdyn.models.experiment import EXPERIMENTS
+
+    exp = EXPERIMENTS["deep_linear"]
+    params = {p.name: p.default for p in exp.params}
+    params.update(N_i=4, N_o=3, width=3, depth=2, P=200, lr=0.2, batch_size=10, replicas=4,
+                  n_blocks=2, burn_tau=3.0, sample_tau=30.0, loss="cross_entropy",
+                  weight_decay=0.01, noise=0.2)  # fmt: skip
+    ds = exp.run_cell(exp.derive(params), lambda line: None)
+    assert ne.cell.STATUS[int(ds["status"])] == "ok"
+    assert float(ds["trace_sgd"]) > 0 and np.isfinite(float(ds["trace_exact"]))
+    with pytest.raises(ConfigError, match="N_o: 1 with loss 'cross_entropy'"):
+        exp.derive({**params, "N_o": 1})
 
 
 def test_the_output_layers_ivfr_leaves_out_its_directions_without_noise() -> None:

@@ -112,8 +112,22 @@ def teacher_data(
     X = rng.standard_normal((int(params["P"]), model.n_in))
     theta_t = teacher.random_theta(rng, teacher_scale)
     Y = teacher.output(X, theta_t)
+    if model.loss_function.name == "cross_entropy":
+        return Data(X, _teacher_classes(Y, float(params["noise"]), keys), theta_t)
     z = seeds.generator("models/data/noise", keys).standard_normal(Y.shape)
     return Data(X, Y + math.sqrt(float(params["noise"])) * z, theta_t)
+
+
+def _teacher_classes(logits: FloatArray, noise: float, keys: Mapping[str, Any]) -> FloatArray:
+    """One-hot classes for a cross-entropy student: the teacher's most likely class, replaced
+    with probability ``noise`` by a uniformly drawn one (the classification form of label
+    noise; ``noise = 0``: the teacher's decisions, a separable set). Uniforms from the stream
+    ``models/data/noise``."""
+    P, K = logits.shape
+    rng = seeds.generator("models/data/noise", keys)
+    flip, other = rng.random(P) < min(noise, 1.0), rng.integers(0, K, size=P)
+    classes = np.where(flip, other, logits.argmax(axis=1))
+    return np.eye(K)[classes]
 
 
 def _data_keys(params: Mapping[str, Any]) -> dict[str, Any]:

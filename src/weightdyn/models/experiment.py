@@ -77,6 +77,10 @@ COMMON = (
     Param("gtol", float, 1e-9, "gradient-norm tolerance of a minimum", **POSITIVE),
     Param("weight_decay", float, None, "weight decay chi of the student (L2 term "
           "chi |theta|^2 / 2, paper 000 App. B; absent: 0)", axis=True, minimum=0),
+    Param("loss", str, None, "the student's loss: squared error (absent, the papers') or "
+          "softmax cross-entropy on the teacher's classes (noise: the probability of a "
+          "uniformly redrawn class; needs N_o >= 2)", axis=True,
+          allowed=("squared", "cross_entropy")),
 )
 DEEP = (
     Param("depth", int, 3, "number of weight layers L", axis=True, minimum=2),
@@ -137,30 +141,33 @@ def derive(params: dict[str, Any]) -> dict[str, Any]:
     if params.get("teacher") == "orthogonal" and params["width"] > params["N_i"]:
         raise ConfigError(f"width: {params['width']} exceeds N_i = {params['N_i']}; allowed "
                           "with teacher 'orthogonal': width <= N_i")  # fmt: skip
+    if params.get("loss") == "cross_entropy" and params["N_o"] < 2:
+        raise ConfigError(f"N_o: {params['N_o']} with loss 'cross_entropy'; allowed: N_o >= 2 "
+                          "(classes)")  # fmt: skip
     if params.get("start") == "teacher" and params.get("teacher") == "linear":
         raise ConfigError("start: 'teacher' needs a teacher of the student's architecture; "
                           "allowed with teacher 'linear': 'random'")  # fmt: skip
     return params
 
 
-def _with_weight_decay(model: Model, params: Params) -> tuple[Model, Params]:
-    """The student with the cell's weight decay, and the parameters without an absent one (a
-    cell without ``weight_decay`` keeps the random streams it had before the axis existed)."""
-    chi = params.get("weight_decay")
-    if chi is None:
-        return model, {k: v for k, v in params.items() if k != "weight_decay"}
-    return model.with_objective(weight_decay=float(chi)), params
+def _with_objective(model: Model, params: Params) -> tuple[Model, Params]:
+    """The student with the cell's loss and weight decay, and the parameters without absent
+    ones (a cell without ``loss`` or ``weight_decay`` keeps the random streams it had before
+    those axes existed)."""
+    absent = {k for k in ("loss", "weight_decay") if params.get(k) is None}
+    params = {k: v for k, v in params.items() if k not in absent}
+    return model.with_objective(params.get("loss"), params.get("weight_decay")), params
 
 
 def run_deep(params: Params, progress: Progress) -> xr.Dataset:
     """One deep linear cell (:func:`weightdyn.models.cell.run`, linear teacher)."""
-    model, params = _with_weight_decay(deep_linear_model(params), params)
+    model, params = _with_objective(deep_linear_model(params), params)
     return cell.run(model, Linear(params["N_i"], params["N_o"]), params, progress)
 
 
 def run_one_hidden(params: Params, progress: Progress) -> xr.Dataset:
     """One one-hidden-layer cell (:func:`weightdyn.models.cell.run`)."""
-    model, params = _with_weight_decay(one_hidden_model(params), params)
+    model, params = _with_objective(one_hidden_model(params), params)
     return cell.run(model, _teacher(params), params, progress)
 
 
