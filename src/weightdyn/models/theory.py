@@ -350,7 +350,8 @@ def minibatch_stationary_covariance(
     check_learning_rate(H, lr)
     C = noise_covariance(model, X, Y, theta, batch_size, sampling)
     info, _, Cr = reduce_to_range(H, C, rtol, atol)
-    hq = np.einsum("ai,pab,bj->pij", info.Q, sample_hessians(model, X, Y, theta), info.Q)
+    Q = info.Q  # Q^T h_p Q for every sample as two matrix products (an unoptimised three-
+    hq = Q.T @ sample_hessians(model, X, Y, theta) @ Q  # operand einsum is a P n^4 loop)
     c = noise_prefactor(X.shape[0], batch_size, sampling)
     return embed(info, minibatch_fixed_point(info.omega, Cr, hq, c, lr, tol, max_iter))
 
