@@ -48,7 +48,7 @@ def main() -> None:
     omega = np.linalg.eigvalsh(H)
     print(f"Hessian: {t_h:.1f} s; eigendecomposition: {time.perf_counter() - t:.1f} s; "
           f"omega in [{omega[0]:.3g}, {omega[-1]:.3g}]")  # fmt: skip
-    tau, tau_fast = relaxation_steps(H, args.lr)
+    tau, tau_fast = relaxation_steps(theory.hessian_range(H), args.lr)
     print(f"relaxation at lr = {args.lr:g}: slowest {tau:.4g} steps, fastest {tau_fast:.3g}")
     t = time.perf_counter()
     exact = theory.local_theory(model, data.X_train, data.Y_train, res.theta, args.lr, args.S)

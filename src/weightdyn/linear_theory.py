@@ -30,9 +30,11 @@ from scipy.sparse.linalg import LinearOperator, eigsh
 
 __all__ = [
     "RESIDUAL_CUT_FACTOR",
+    "RangeCovariances",
     "RangeInfo",
     "Sampling",
     "check_learning_rate",
+    "check_lr_below",
     "check_positive",
     "check_square",
     "circulation",
@@ -48,6 +50,7 @@ __all__ = [
     "pcg",
     "pinv_power",
     "range_circulation",
+    "range_covariances",
     "range_detailed_balance_covariance",
     "range_discrete_covariance",
     "range_stationary_covariance",
@@ -302,8 +305,13 @@ def detailed_balance_covariance(
 def check_learning_rate(H: ArrayLike, lr: float) -> float:
     """Require ``0 < lr < 2 / max eig(H)``: beyond it the local quadratic model (Eq. 11 with
     ``grad L = H (w - w*)``, Eq. 13) is unstable and no stationary state exists."""
-    lr = float(lr)
     w_max = float(np.linalg.eigvalsh(0.5 * (np.asarray(H) + np.asarray(H).T))[-1])
+    return check_lr_below(w_max, lr)
+
+
+def check_lr_below(w_max: float, lr: float) -> float:
+    """:func:`check_learning_rate` given the largest eigenvalue ``w_max`` of ``H``."""
+    lr = float(lr)
     limit = 2.0 / w_max if w_max > 0 else np.inf
     if not np.isfinite(lr) or lr <= 0 or lr >= limit:
         raise ValueError(
@@ -329,19 +337,42 @@ def embed(info: RangeInfo, Mr: FloatArray) -> FloatArray:
     return info.Q @ Mr @ info.Q.T
 
 
+def _frame_lyapunov(w: FloatArray, Ct: FloatArray, lr: float) -> FloatArray:
+    """Eqs. 29-30 in the eigenframe of ``H = diag(w)``: ``lr Ct_ij / (w_i + w_j)``."""
+    M = lr * Ct / (w[:, None] + w[None, :])
+    return 0.5 * (M + M.T)
+
+
+def _frame_circulation(w: FloatArray, Ct: FloatArray) -> FloatArray:
+    """Eq. 31 in the eigenframe: ``(w_i - w_j) / (w_i + w_j) Ct_ij`` (antisymmetric)."""
+    return (w[:, None] - w[None, :]) * Ct / (w[:, None] + w[None, :])
+
+
+def _frame_detailed(w: FloatArray, Ct: FloatArray, lr: float) -> FloatArray:
+    """Eq. 33 in the eigenframe: ``(lr / 2) diag(1 / w) Ct`` (not symmetric)."""
+    return (0.5 * lr / w)[:, None] * Ct
+
+
+def _frame_discrete(w: FloatArray, Ct: FloatArray, lr: float) -> FloatArray:
+    """The discrete recursion's fixed point in the eigenframe:
+    ``lr Ct_ij / (w_i + w_j - lr w_i w_j)``."""
+    M = lr * Ct / (w[:, None] + w[None, :] - lr * np.outer(w, w))
+    return 0.5 * (M + M.T)
+
+
 def range_stationary_covariance(
     H: ArrayLike, C: ArrayLike, lr: float, rtol: float | None = None, atol: float | None = None
 ) -> FloatArray:
     """Stationary covariance on ``range(H)`` (Eqs. 29-31), zero on the null space.
 
-    Solves ``H M + M H = lr C`` (Eq. 29) for ``M = Q M_r Q^T``, ``M_r`` from
-    :func:`stationary_covariance` of ``Q^T H Q`` and ``Q^T C Q`` (``Q`` from
-    :func:`hessian_range`); equals ``(lr/2) H^+ (C + Q_31)`` (Eq. 30). Requires
-    ``lr * max eig(H) < 2`` (:func:`check_learning_rate`).
+    Solves ``H M + M H = lr C`` (Eq. 29) for ``M = Q M_r Q^T``: in the eigenframe of
+    :func:`hessian_range` (``Q``, ``omega``) ``M_r,ij = lr Ct_ij / (omega_i + omega_j)`` with
+    ``Ct = Q^T C Q`` (as :func:`stationary_covariance`); equals ``(lr/2) H^+ (C + Q_31)``
+    (Eq. 30). Requires ``lr * max eig(H) < 2`` (:func:`check_learning_rate`).
     """
     check_learning_rate(H, lr)
-    info, Hr, Cr = reduce_to_range(H, C, rtol, atol)
-    return embed(info, stationary_covariance(Hr, Cr, lr))
+    info, _, Cr = reduce_to_range(H, C, rtol, atol)
+    return embed(info, _frame_lyapunov(info.omega, Cr, lr))
 
 
 def range_circulation(
@@ -349,8 +380,8 @@ def range_circulation(
 ) -> FloatArray:
     """Antisymmetric ``Q`` of Eq. 31 on ``range(H)`` (:func:`circulation`); 0 iff detailed
     balance holds."""
-    info, Hr, Cr = reduce_to_range(H, C, rtol, atol)
-    return embed(info, circulation(Hr, Cr))
+    info, _, Cr = reduce_to_range(H, C, rtol, atol)
+    return embed(info, _frame_circulation(info.omega, Cr))
 
 
 def range_detailed_balance_covariance(
@@ -359,8 +390,8 @@ def range_detailed_balance_covariance(
     """Detailed-balance covariance ``M = (lr/2) H^+ C`` (Eq. 33) restricted to ``range(H)``
     (``C`` projected onto the range first); not symmetric unless ``[H, C] = 0``."""
     check_learning_rate(H, lr)
-    info, Hr, Cr = reduce_to_range(H, C, rtol, atol)
-    return embed(info, detailed_balance_covariance(Hr, Cr, lr))
+    info, _, Cr = reduce_to_range(H, C, rtol, atol)
+    return embed(info, _frame_detailed(info.omega, Cr, lr))
 
 
 # ------------------------------------------- discrete-time second-moment recursion
@@ -381,9 +412,40 @@ def range_discrete_covariance(
     """
     check_learning_rate(H, lr)
     info, _, Cr = reduce_to_range(H, C, rtol, atol)
+    return embed(info, _frame_discrete(info.omega, Cr, lr))
+
+
+@dataclass(frozen=True)
+class RangeCovariances:
+    """The theories of :func:`range_covariances`, each ``n x n`` and zero off ``range(H)``."""
+
+    M: FloatArray
+    M_detailed: FloatArray
+    circulation: FloatArray
+    M_discrete: FloatArray
+
+
+def range_covariances(info: RangeInfo, C: ArrayLike, lr: float) -> RangeCovariances:
+    """Eqs. 30, 31, 33 and the discrete recursion on ``range(H)`` from one eigendecomposition.
+
+    ``info`` is :func:`hessian_range` of ``H``. The values of
+    :func:`range_stationary_covariance`, :func:`range_circulation`,
+    :func:`range_detailed_balance_covariance` and :func:`range_discrete_covariance`, which
+    each decompose ``H`` again (at ``n = 6310`` one ``eigh`` takes about a minute). Requires
+    ``lr * max eig(H) < 2``.
+    """
     w = info.omega
-    Mr = lr * Cr / (w[:, None] + w[None, :] - lr * np.outer(w, w))
-    return embed(info, 0.5 * (Mr + Mr.T))
+    check_lr_below(float(w.max()) if w.size else 0.0, lr)
+    C = np.asarray(C, dtype=float)
+    if C.shape != (info.Q.shape[0],) * 2:
+        raise ValueError(f"C must have the shape of H {(info.Q.shape[0],) * 2}, got {C.shape}")
+    Ct = info.Q.T @ (0.5 * (C + C.T)) @ info.Q
+    return RangeCovariances(
+        embed(info, _frame_lyapunov(w, Ct, lr)),
+        embed(info, _frame_detailed(w, Ct, lr)),
+        embed(info, _frame_circulation(w, Ct)),
+        embed(info, _frame_discrete(w, Ct, lr)),
+    )
 
 
 def minibatch_fixed_point(

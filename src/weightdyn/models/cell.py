@@ -59,6 +59,7 @@ from scipy import stats as sps
 
 from weightdyn import seeds, stationarity
 from weightdyn.io import attrs
+from weightdyn.linear_theory import check_lr_below, range_covariances
 from weightdyn.models import theory
 from weightdyn.models.base import FloatArray, Model
 from weightdyn.models.simulate import CHUNK_STEPS, run_sgd
@@ -194,10 +195,10 @@ def _check_not_separated(model: Model, data: Data, theta: FloatArray) -> None:
         )
 
 
-def relaxation_steps(H: FloatArray, lr: float) -> tuple[float, float]:
+def relaxation_steps(info: theory.RangeInfo, lr: float) -> tuple[float, float]:
     """``(tau_slow, tau_fast)`` in steps, ``1 / (lr omega)`` for the extreme non-zero Hessian
-    eigenvalues (Eq. 27's relaxation rates of the linearised dynamics)."""
-    info = theory.hessian_range(H)
+    eigenvalues (``info``, :func:`~weightdyn.models.theory.hessian_range`; Eq. 27's relaxation
+    rates of the linearised dynamics)."""
     omega = info.omega[info.omega > 0]
     return 1.0 / (lr * omega.min()), 1.0 / (lr * omega.max())
 
@@ -209,14 +210,14 @@ def _steps(tau: float, n_tau: float, unit: int, cap: int) -> int:
 
 
 def start_extra_tau(
-    model: Model, data: Data, start: FloatArray, theta_star: FloatArray, H: FloatArray,
-    params: Mapping[str, Any],
+    model: Model, data: Data, start: FloatArray, theta_star: FloatArray,
+    info: theory.RangeInfo, H: FloatArray, params: Mapping[str, Any],
 ) -> float:  # fmt: skip
     """Relaxation times of burn-in that ``start`` needs beyond a start at ``theta*``
     (:func:`weightdyn.stationarity.extra_burnin_tau`): its squared distance from ``theta*`` on
     ``range(H)`` against ``tr M = (lr/2) tr(H^+ C)`` of Eq. 30 at ``theta*`` (C of Eq. 14).
-    0 for a start at ``theta*`` (nothing else is computed then)."""
-    info = theory.hessian_range(H)
+    0 for a start at ``theta*`` (nothing else is computed then); ``info`` is
+    :func:`~weightdyn.models.theory.hessian_range` of ``H``."""
     distance2 = stationarity.squared_distance(start, theta_star, info.Q)
     if distance2 == 0.0:
         return 0.0
@@ -508,14 +509,14 @@ def _theories_at_mean(
     Cr = Q.T @ theory.noise_covariance(model, data.X, data.Y, theta_bar, p["batch_size"],
                                        p["sampling"]) @ Q  # fmt: skip
     nan = np.full((Q.shape[0],) * 2, np.nan)
-    if np.linalg.eigvalsh(0.5 * (Hr + Hr.T))[0] <= 0:
+    info = theory.hessian_range(Hr)
+    if info.null_dim > 0:  # not positive definite on the local point's range
         return {"exact_mean": nan, "discrete_mean": nan}
     try:
-        exact = theory.stationary_covariance(Hr, Cr, p["lr"])
-        discrete = theory.discrete_stationary_covariance(Hr, Cr, p["lr"])
+        cov = range_covariances(info, Cr, p["lr"])
     except ValueError:
         return {"exact_mean": nan, "discrete_mean": nan}
-    return {"exact_mean": Q @ exact @ Q.T, "discrete_mean": Q @ discrete @ Q.T}
+    return {"exact_mean": Q @ cov.M @ Q.T, "discrete_mean": Q @ cov.M_discrete @ Q.T}
 
 
 def _mean_shift(model: Model, data: Data, th: dict, theta_loc: FloatArray,
@@ -525,7 +526,8 @@ def _mean_shift(model: Model, data: Data, th: dict, theta_loc: FloatArray,
     prediction :func:`~weightdyn.models.theory.smoothing_shift` (with the exact
     linearisation's M)."""
     shift = Q @ (Q.T @ (theta_bar - theta_loc))
-    pred = theory.smoothing_shift(model, data.X, data.Y, theta_loc, th["M"]["exact"])
+    pred = theory.smoothing_shift(model, data.X, data.Y, theta_loc, th["M"]["exact"],
+                                  hessian_info=th["local"].info)  # fmt: skip
     norm, scale = np.linalg.norm, np.linalg.norm(theta_loc)
     cos = float(shift @ pred / (norm(shift) * norm(pred))) if norm(shift) * norm(pred) else 0.0
     values = {
@@ -546,24 +548,25 @@ def cell_dataset(
     """Steps 3-6 of a cell whose minimum passed its checks, as one dataset."""
     theta_star = start.result.theta
     H_star = model.hessian(data.X, data.Y, theta_star)
+    info_star = theory.hessian_range(H_star)
     try:
-        theory.check_learning_rate(H_star, params["lr"])
+        check_lr_below(float(info_star.omega.max(initial=0.0)), params["lr"])
     except ValueError as err:
         raise CellFailed("lr_unstable", str(err)) from None
-    tau, tau_fast = relaxation_steps(H_star, params["lr"])
+    tau, tau_fast = relaxation_steps(info_star, params["lr"])
     n_tau = max(params["burn_tau"], params["sample_tau"])
     if n_tau * tau > params["max_steps"]:
         raise CellFailed(
             "too_slow",
             f"slowest relaxation time {tau:.3g} steps: {n_tau:g} of them exceed max_steps = "
             f"{params['max_steps']} (a flat direction at theta*; null(H) dimension "
-            f"{theory.hessian_range(H_star).null_dim})",
+            f"{info_star.null_dim})",
         )
     begin = start.theta0 if params["init"] == "random" else theta_star
-    extra = start_extra_tau(model, data, begin, theta_star, H_star, params)
+    extra = start_extra_tau(model, data, begin, theta_star, info_star, H_star, params)
     _, sample, theta_loc, thin = simulate(model, data, begin, tau, params, progress, extra)
     th = _theories(model, data, theta_loc, params)
-    info = theory.hessian_range(th["local"].H)
+    info = th["local"].info
     Qr = fluctuating_basis(info.Q, th["M"]["exact"])
     Hr = Qr.T @ th["local"].H @ Qr
     theta_bar = sgd_mean(sample, theta_loc)
@@ -671,7 +674,7 @@ def _scalars(model, data, start, th, sample, theta_loc, info, tau, tau_fast, thi
                        "1"),
         "tau_slow": (tau, "slowest relaxation time 1 / (lr omega_min) at theta*, in steps", "1"),
         "tau_fast": (tau_fast, "fastest relaxation time 1 / (lr omega_max), in steps", "1"),
-        "tau_slow_local": (relaxation_steps(H, th["local_lr"])[0], "slowest relaxation time "
+        "tau_slow_local": (relaxation_steps(info, th["local_lr"])[0], "slowest relaxation time "
                            "at the local point, in steps", "1"),
         "lr_omega_max": (1.0 / tau_fast, "lr * max eig(H) (stability needs < 2)", "1"),
         "thin": (thin, "steps between records", "1"),

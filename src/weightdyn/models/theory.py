@@ -51,6 +51,7 @@ from weightdyn.linear_theory import (
     hessian_range,
     minibatch_fixed_point,
     noise_prefactor,
+    range_covariances,
     reduce_to_range,
 )
 from weightdyn.linear_theory import range_circulation as circulation
@@ -366,6 +367,7 @@ def smoothing_shift(
     step: float = 1e-3,
     rtol: float | None = None,
     atol: float | None = None,
+    hessian_info: RangeInfo | None = None,
 ) -> FloatArray:
     """First-order stationary mean of SGD minus the minimum ``theta``::
 
@@ -376,7 +378,9 @@ def smoothing_shift(
     fluctuations, ``L + tr(H M) / 2``, is stationary. ``grad tr(H M) = sum_k mu_k
     d^2/ds^2 grad L(theta + s v_k)`` (``mu_k, v_k`` the eigenpairs of ``M``) by central
     differences of step ``step``; ``H^+`` on :func:`hessian_range`. The shift is large along
-    soft modes (``1 / omega``), where this first order is only a guide to its direction."""
+    soft modes (``1 / omega``), where this first order is only a guide to its direction.
+    ``hessian_info``: :func:`hessian_range` of ``H`` at ``theta`` where already computed (then
+    ``rtol`` and ``atol`` are not used)."""
     X, theta, Y = model.check_inputs(X, theta, Y)
     mu, V = np.linalg.eigh(0.5 * (np.asarray(M, dtype=float) + np.asarray(M, dtype=float).T))
     g0 = model.gradient(X, Y, theta)
@@ -385,7 +389,9 @@ def smoothing_shift(
         d = step * V[:, k]
         plus, minus = model.gradient(X, Y, theta + d), model.gradient(X, Y, theta - d)
         grad_trace += mu[k] * (plus + minus - 2 * g0) / step**2
-    info = hessian_range(model.hessian(X, Y, theta), rtol, atol)
+    info = hessian_info
+    if info is None:
+        info = hessian_range(model.hessian(X, Y, theta), rtol, atol)
     return -0.5 * info.Q @ ((info.Q.T @ grad_trace) / info.omega)
 
 
@@ -453,7 +459,8 @@ def jacobian_linearisation(
 class LocalTheory:
     """Theory at a minimum: drift ``H``, noise ``C`` (Eq. 14), ``M`` (Eq. 30), ``M_detailed``
     (Eq. 33), ``Q`` (Eq. 31), ``M_discrete`` (discrete recursion), the rank and null-space
-    dimension of ``H`` and the gradient norm at ``theta``."""
+    dimension of ``H``, the gradient norm at ``theta`` and ``info``, the decomposition of ``H``
+    they were computed from (:func:`hessian_range`)."""
 
     H: FloatArray
     C: FloatArray
@@ -464,6 +471,7 @@ class LocalTheory:
     rank: int
     null_dim: int
     grad_norm: float
+    info: RangeInfo | None = None
 
 
 def local_theory(
@@ -496,13 +504,7 @@ def local_theory(
     else:
         lin = jacobian_linearisation(model, X, Y, theta, batch_size, sampling)
         H, C = lin.drift, lin.noise
-    check_learning_rate(H, lr)
     info = hessian_range(H, rtol, atol)
-    return LocalTheory(
-        H, C,
-        stationary_covariance(H, C, lr, rtol, atol),
-        detailed_balance_covariance(H, C, lr, rtol, atol),
-        circulation(H, C, rtol, atol),
-        discrete_stationary_covariance(H, C, lr, rtol, atol),
-        info.rank, info.null_dim, gn,
-    )  # fmt: skip
+    cov = range_covariances(info, C, lr)
+    return LocalTheory(H, C, cov.M, cov.M_detailed, cov.circulation, cov.M_discrete,
+                       info.rank, info.null_dim, gn, info)  # fmt: skip
