@@ -147,3 +147,35 @@ def test_engine_choice_and_bad_arguments() -> None:
         run(linear, X, Y, theta, "numpy", sampling="sometimes")
     with pytest.raises(ValueError, match="engine"):
         run(linear, X, Y, theta, "fast")
+
+
+@pytest.mark.parametrize("engine", ["numpy", "jax"])
+def test_moments_in_a_basis_are_the_projected_full_moments(engine: str) -> None:
+    """With a ``basis`` U the engines sum ``(U^T d)(U^T d)^T``, which is ``U^T (sum d d^T) U``
+    of the same run recorded in full (same draws), and the first moments stay full."""
+    from weightdyn.models.jax_model import jax_one_hidden
+
+    model = jax_one_hidden(3, 4, 2, "tanh") if engine == "jax" else KERNEL_MODELS["tanh"]
+    X, Y, theta = problem(model)
+    n = model.n_params
+    U = np.linalg.qr(np.random.default_rng(3).normal(size=(n, 5)))[0]
+    full = run(model, X, Y, theta, engine)
+    red = run(model, X, Y, theta, engine, basis=U)
+    assert red.engine == engine and red.sum_dd.shape == (3, 2, 25)
+    np.testing.assert_array_equal(red.sum_d, full.sum_d)
+    np.testing.assert_array_equal(red.final, full.final)
+    projected = np.einsum("ia,rbij,jc->rbac", U, full.sum_dd.reshape(3, 2, n, n), U)
+    assert rel(red.sum_dd.reshape(3, 2, 5, 5), projected) < 1e-13
+
+
+def test_a_basis_is_checked_and_moves_auto_off_the_numba_kernel() -> None:
+    model = KERNEL_MODELS["tanh"]
+    X, Y, theta = problem(model)
+    U = np.eye(model.n_params)[:, :4]
+    assert run(model, X, Y, theta, "auto", basis=U).engine == "numpy"
+    with pytest.raises(ValueError, match="engine 'kernel' has no moments in a basis"):
+        run(model, X, Y, theta, "kernel", basis=U)
+    with pytest.raises(ValueError, match="orthonormal"):
+        run(model, X, Y, theta, "numpy", basis=2 * U)
+    with pytest.raises(ValueError, match=r"basis must be \(n_params"):
+        run(model, X, Y, theta, "numpy", basis=U[:-1])

@@ -50,7 +50,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -226,19 +226,28 @@ def start_extra_tau(
     return stationarity.extra_burnin_tau(distance2, stationarity.lyapunov_trace(H, C, params["lr"]))
 
 
+def _sgd_keys(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The parameters that seed SGD: all of the cell's, ``moment_modes`` left out where absent
+    (a cell without it keeps the streams it had before the setting existed)."""
+    return {k: v for k, v in params.items() if not (k == "moment_modes" and v is None)}
+
+
 def simulate(
     model: Model, data: Data, start: FloatArray, tau: float, params: Mapping[str, Any],
-    progress: Progress, extra_tau: float = 0.0,
+    progress: Progress, extra_tau: float = 0.0, basis: FloatArray | None = None,
+    near: theory.RangeInfo | None = None,
 ) -> tuple[Any, Any, FloatArray, int]:  # fmt: skip
     """Steps 3-5: burn-in from ``start`` (``burn_tau + extra_tau`` relaxation times), the local
     point, sampling; returns the burn-in and sampling results, the local point and the
-    thinning."""
+    thinning. ``basis``: second moments recorded in it (:class:`Frame`); ``near``: the Hessian
+    decomposition at ``theta*`` for the minima searches (:func:`_nearest_minimum`)."""
     R, n_blocks = int(params["replicas"]), int(params["n_blocks"])
     thin = max(1, int(tau / params["records_per_tau"]))
     cap = int(params["max_steps"])
-    rng = seeds.generator("models/sgd", params)
+    rng = seeds.generator("models/sgd", _sgd_keys(params))
     update = Update(params["lr"], params["batch_size"], params["sampling"])
-    common = dict(update=update, rng=rng, progress=progress, engine=params.get("engine", "auto"))
+    common = dict(update=update, rng=rng, progress=progress, engine=params.get("engine", "auto"),
+                  basis=basis)  # fmt: skip
     n_burn = _steps(tau, params["burn_tau"] + extra_tau, thin, cap)
     progress(f"burn-in: {n_burn} steps x {R} replicas (tau = {tau:.4g} steps, thin {thin})")
     burn = run_sgd(
@@ -247,8 +256,8 @@ def simulate(
     )  # fmt: skip
     if burn.diverged.any():
         raise CellFailed("diverged", f"{int(burn.diverged.sum())} of {R} replicas diverged")
-    check_one_basin(model, data, burn, start, params["gtol"], "burn-in")
-    local = _nearest_minimum(model, data, sgd_mean(burn, start), params["gtol"])
+    check_one_basin(model, data, burn, start, params["gtol"], "burn-in", near)
+    local = _nearest_minimum(model, data, sgd_mean(burn, start), params["gtol"], near)
     if not local.converged:
         raise CellFailed("no_minimum", f"no local minimum: |grad L| = {local.grad_norm:.2e}")
     n_sample = _steps(tau, params["sample_tau"], thin * n_blocks, cap)
@@ -259,7 +268,7 @@ def simulate(
     )  # fmt: skip
     if sample.diverged.any():
         raise CellFailed("diverged", f"{int(sample.diverged.sum())} of {R} replicas diverged")
-    check_one_basin(model, data, sample, local.theta, params["gtol"], "sampling")
+    check_one_basin(model, data, sample, local.theta, params["gtol"], "sampling", near)
     return burn, sample, local.theta, thin
 
 
@@ -267,34 +276,47 @@ def simulate(
 BASIN_RTOL = 1e-7
 
 
+#: above this many parameters the minima of the basin checks are found by chord steps with the
+#: Hessian decomposition at theta* (:func:`~weightdyn.models.theory.newton_minimum`): a full
+#: Newton step costs a Hessian and an eigh (about 75 s at n = 6310), 16 replicas x 2 checks
+CHORD_MIN_PARAMS = 2000
+
+
 def _nearest_minimum(
-    model: Model, data: Data, theta: FloatArray, gtol: float
-) -> theory.MinimumResult:
-    """The minimum of the basin ``theta`` lies in (Newton); where Newton stalls (a flat basin),
-    the full search from ``theta``. Check ``converged``."""
-    res = theory.newton_minimum(model, data.X, data.Y, theta, gtol=gtol)
+    model: Model, data: Data, theta: FloatArray, gtol: float,
+    near: theory.RangeInfo | None = None,
+) -> theory.MinimumResult:  # fmt: skip
+    """The minimum of the basin ``theta`` lies in (Newton; chord steps with the decomposition
+    ``near`` of the Hessian at ``theta*`` above :data:`CHORD_MIN_PARAMS` parameters); where
+    that stalls (a flat basin), the full search from ``theta``. Check ``converged``."""
+    fixed = near if model.n_params > CHORD_MIN_PARAMS else None
+    res = theory.newton_minimum(model, data.X, data.Y, theta, gtol=gtol, max_steps=200 if fixed
+                                else 50, fixed_hessian=fixed)  # fmt: skip
     if res.converged:
         return res
     return theory.find_minimum(model, data.X, data.Y, theta, gtol, strict=False)
 
 
 def _replica_minima_losses(
-    model: Model, data: Data, run: Any, theta_ref: FloatArray, gtol: float
-) -> FloatArray:
+    model: Model, data: Data, run: Any, theta_ref: FloatArray, gtol: float,
+    near: theory.RangeInfo | None = None,
+) -> FloatArray:  # fmt: skip
     """Loss at the minimum nearest each replica's mean over ``run`` (NaN where none is
     found): equal for replicas in one basin, or on one manifold of minima."""
     means = theta_ref + run.sum_d.sum(axis=1) / run.n_records.sum(axis=1)[:, None]
-    minima = [_nearest_minimum(model, data, mean, gtol) for mean in means]
+    minima = [_nearest_minimum(model, data, mean, gtol, near) for mean in means]
     return np.array([res.loss if res.converged else math.nan for res in minima])
 
 
 def check_one_basin(
-    model: Model, data: Data, run: Any, theta_ref: FloatArray, gtol: float, stage: str
-) -> None:
+    model: Model, data: Data, run: Any, theta_ref: FloatArray, gtol: float, stage: str,
+    near: theory.RangeInfo | None = None,
+) -> None:  # fmt: skip
     """``CellFailed("multimodal")`` if the replicas' means over ``run`` lie in different
     minima (losses differing by more than :data:`BASIN_RTOL`): a covariance about one minimum
-    then mixes the distance between minima into the fluctuations."""
-    losses = _replica_minima_losses(model, data, run, theta_ref, gtol)
+    then mixes the distance between minima into the fluctuations. ``near``: the Hessian
+    decomposition at ``theta*`` (:func:`_nearest_minimum`)."""
+    losses = _replica_minima_losses(model, data, run, theta_ref, gtol, near)
     ok = losses[np.isfinite(losses)]
     tol = BASIN_RTOL * max(float(np.median(ok)), 1e-300) if ok.size else 0.0
     if ok.size == losses.size and np.ptp(ok) <= tol:
@@ -503,12 +525,12 @@ def _theories_at_mean(
 ) -> dict[str, FloatArray]:
     """The exact linearisation (Eq. 29) and the discrete recursion with the drift
     ``H(theta_bar)`` and the noise ``C(theta_bar)`` (Eq. 14) at the SGD mean, on the range
-    ``Q`` of the local point's Hessian; NaN if ``H`` is not positive definite there or ``lr``
-    is beyond its stability limit."""
+    ``Q`` (n, r) of the local point's Hessian, as (r, r) matrices in ``Q``'s coordinates; NaN if
+    ``H`` is not positive definite there or ``lr`` is beyond its stability limit."""
     Hr = Q.T @ model.hessian(data.X, data.Y, theta_bar) @ Q
     Cr = Q.T @ theory.noise_covariance(model, data.X, data.Y, theta_bar, p["batch_size"],
                                        p["sampling"]) @ Q  # fmt: skip
-    nan = np.full((Q.shape[0],) * 2, np.nan)
+    nan = np.full((Q.shape[1],) * 2, np.nan)
     info = theory.hessian_range(Hr)
     if info.null_dim > 0:  # not positive definite on the local point's range
         return {"exact_mean": nan, "discrete_mean": nan}
@@ -516,7 +538,7 @@ def _theories_at_mean(
         cov = range_covariances(info, Cr, p["lr"])
     except ValueError:
         return {"exact_mean": nan, "discrete_mean": nan}
-    return {"exact_mean": Q @ cov.M @ Q.T, "discrete_mean": Q @ cov.M_discrete @ Q.T}
+    return {"exact_mean": cov.M, "discrete_mean": cov.M_discrete}
 
 
 def _mean_shift(model: Model, data: Data, th: dict, theta_loc: FloatArray,
@@ -542,6 +564,61 @@ def _mean_shift(model: Model, data: Data, th: dict, theta_loc: FloatArray,
     return {k: ((), v, attrs(text, "1", "models")) for k, (v, text) in values.items()}
 
 
+@dataclass(frozen=True)
+class Frame:
+    """The coordinates a cell's covariances are compared in: all of ``theta`` (``basis`` None)
+    or ``y = basis^T theta`` (setting ``moment_modes`` = k: the k stiffest Hessian modes at
+    ``theta*``, :func:`moment_frame`; SGD then records k^2 second moments per block, not n^2,
+    and runs as long as the slowest of those modes needs)."""
+
+    basis: FloatArray | None = None
+
+    def matrix(self, A: FloatArray) -> FloatArray:
+        """``A`` (n, n) in the frame."""
+        return A if self.basis is None else self.basis.T @ A @ self.basis
+
+    def sample(self, run: Any) -> Any:
+        """The run with its first moments in the frame (its second moments already are)."""
+        return run if self.basis is None else replace(run, sum_d=run.sum_d @ self.basis)
+
+    def full(self, Q: FloatArray) -> FloatArray:
+        """Columns ``Q`` given in the frame, in ``theta``'s coordinates."""
+        return Q if self.basis is None else self.basis @ Q
+
+    def range_basis(self, info: theory.RangeInfo) -> FloatArray:
+        """``range(H)`` in the frame (the basis modes lie in it)."""
+        return info.Q if self.basis is None else np.eye(self.basis.shape[1])
+
+
+def moment_frame(info: theory.RangeInfo, k: int | None) -> Frame:
+    """:class:`Frame` of the ``k`` stiffest modes of ``H`` (``info``; all of ``theta`` where
+    ``k`` is None or covers ``range(H)``)."""
+    if k is None or k >= info.rank:
+        return Frame()
+    return Frame(np.ascontiguousarray(info.Q[:, -int(k) :]))
+
+
+def _run_tau(info: theory.RangeInfo, frame: Frame, lr: float) -> float:
+    """The slowest relaxation time the run must resolve: of ``range(H)``, or of the frame's
+    slowest mode."""
+    if frame.basis is None:
+        return relaxation_steps(info, lr)[0]
+    return 1.0 / (lr * info.omega[-frame.basis.shape[1]])
+
+
+def _check_run_length(tau: float, info: theory.RangeInfo, params: Mapping[str, Any]) -> None:
+    """``CellFailed("too_slow")`` if ``max(burn_tau, sample_tau)`` relaxation times ``tau``
+    exceed ``max_steps``."""
+    n_tau = max(params["burn_tau"], params["sample_tau"])
+    if n_tau * tau > params["max_steps"]:
+        raise CellFailed(
+            "too_slow",
+            f"slowest relaxation time {tau:.3g} steps: {n_tau:g} of them exceed max_steps = "
+            f"{params['max_steps']} (a flat direction at theta*; null(H) dimension "
+            f"{info.null_dim}; setting moment_modes samples only the stiffest modes)",
+        )
+
+
 def cell_dataset(
     model: Model, data: Data, start: Minimum, params: Mapping[str, Any], progress: Progress
 ) -> xr.Dataset:
@@ -553,47 +630,74 @@ def cell_dataset(
         check_lr_below(float(info_star.omega.max(initial=0.0)), params["lr"])
     except ValueError as err:
         raise CellFailed("lr_unstable", str(err)) from None
-    tau, tau_fast = relaxation_steps(info_star, params["lr"])
-    n_tau = max(params["burn_tau"], params["sample_tau"])
-    if n_tau * tau > params["max_steps"]:
-        raise CellFailed(
-            "too_slow",
-            f"slowest relaxation time {tau:.3g} steps: {n_tau:g} of them exceed max_steps = "
-            f"{params['max_steps']} (a flat direction at theta*; null(H) dimension "
-            f"{info_star.null_dim})",
-        )
+    tau_star, tau_fast = relaxation_steps(info_star, params["lr"])
+    frame = moment_frame(info_star, params.get("moment_modes"))
+    tau = _run_tau(info_star, frame, params["lr"])
+    _check_run_length(tau, info_star, params)
     begin = start.theta0 if params["init"] == "random" else theta_star
     extra = start_extra_tau(model, data, begin, theta_star, info_star, H_star, params)
-    _, sample, theta_loc, thin = simulate(model, data, begin, tau, params, progress, extra)
+    _, sample, theta_loc, thin = simulate(model, data, begin, tau, params, progress, extra,
+                                          frame.basis, info_star)  # fmt: skip
     th = _theories(model, data, theta_loc, params)
-    info = th["local"].info
-    Qr = fluctuating_basis(info.Q, th["M"]["exact"])
-    Hr = Qr.T @ th["local"].H @ Qr
-    theta_bar = sgd_mean(sample, theta_loc)
-    th["M"].update(_theories_at_mean(model, data, theta_bar, Qr, params))
-    layer = model.last_layer
-    if layer is not None:
-        layer = layer_basis(th["M"]["exact"], Qr, layer)
-    sim = sgd_statistics(sample, Qr, th["local"].H, layer)
-    spectra = {name: theory_spectra(M, Qr, Hr) for name, M in th["M"].items()}
+    cmp = compare(model, data, th, sample, theta_loc, frame, params)
+    sim, spectra = cmp.sim, cmp.spectra
     progress(
         f"tr M: SGD {sim['trace'][0]:.5g} +- {sim['trace'][1]:.2g}, exact "
         f"{spectra['exact']['trace']:.5g}, discrete {spectra['discrete']['trace']:.5g}, "
         f"App. A {spectra['jacobian']['trace']:.5g}, exact at the SGD mean "
         f"{spectra['exact_mean']['trace']:.5g}"
     )
+    info = th["local"].info
     ds = _spectra_dataset(sim, spectra)
-    ds.update(_scalars(model, data, start, th, sample, theta_loc, info, tau, tau_fast, thin))
-    ds.update(_mean_shift(model, data, th, theta_loc, theta_bar, Qr))
-    if model.last_layer is not None:
-        exact = layer_spectrum(th["M"]["exact"], Qr, th["local"].H, layer)
+    times = (tau_star, tau_fast, tau)
+    ds.update(_scalars(model, data, start, th, sample, theta_loc, info, times, thin, frame))
+    ds.update(_mean_shift(model, data, th, theta_loc, cmp.theta_bar, frame.full(cmp.Qr)))
+    if cmp.layer is not None:
+        exact = layer_spectrum(cmp.M["exact"], cmp.Qr, cmp.H, cmp.layer)
         ds.update(_layer_dataset(sim, exact))
     ds.update(_drift(sample, info, thin))
-    u = _slowest_mode(info, Qr, th["local"].H)
-    ds.update(_stationarity(sample, u, th["local"].H, progress))
+    u = _slowest_mode(info, cmp.Qr, cmp.H, frame)
+    ds.update(_stationarity(frame.sample(sample), u, cmp.H, progress))
     ds.update(_trace_variables(sim, spectra))
     ds["status"] = ((), 0, _status_attrs())
     return ds
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """SGD against the theories in a :class:`Frame`: the fluctuating basis ``Qr``, the Hessian
+    ``H`` and the theories' covariances ``M`` in the frame, the SGD mean, the output layer's
+    coordinates (None in a reduced frame), SGD's statistics and the theories' spectra."""
+
+    Qr: FloatArray
+    H: FloatArray
+    M: dict[str, FloatArray]
+    theta_bar: FloatArray
+    layer: Layer | None
+    sim: dict[str, Any]
+    spectra: dict[str, dict[str, FloatArray]]
+
+
+def compare(
+    model: Model, data: Data, th: dict, sample: Any, theta_loc: FloatArray, frame: Frame,
+    params: Mapping[str, Any],
+) -> Comparison:  # fmt: skip
+    """Step 6: SGD's spectra (:func:`sgd_statistics`) and the theories' (:func:`theory_spectra`,
+    the local ones of ``th`` and those at the SGD mean) on the fluctuating part of ``range(H)``
+    in ``frame``."""
+    H = frame.matrix(th["local"].H)
+    M = {name: frame.matrix(m) for name, m in th["M"].items()}
+    Qr = fluctuating_basis(frame.range_basis(th["local"].info), M["exact"])
+    Hr = Qr.T @ H @ Qr
+    theta_bar = sgd_mean(sample, theta_loc)
+    at_mean = _theories_at_mean(model, data, theta_bar, frame.full(Qr), params)
+    M.update({name: Qr @ m @ Qr.T for name, m in at_mean.items()})
+    layer = model.last_layer if frame.basis is None else None
+    if layer is not None:
+        layer = layer_basis(M["exact"], Qr, layer)
+    sim = sgd_statistics(frame.sample(sample), Qr, H, layer)
+    spectra = {name: theory_spectra(m, Qr, Hr) for name, m in M.items()}
+    return Comparison(Qr, H, M, theta_bar, layer, sim, spectra)
 
 
 def _spectra_dataset(sim: dict, spectra: dict) -> xr.Dataset:
@@ -654,10 +758,12 @@ def _layer_dataset(sim: dict, exact: tuple[FloatArray, FloatArray]) -> xr.Datase
     return ds
 
 
-def _scalars(model, data, start, th, sample, theta_loc, info, tau, tau_fast, thin) -> dict:
-    """Per-cell numbers of the minimum, the local theory and the run."""
+def _scalars(model, data, start, th, sample, theta_loc, info, times, thin, frame) -> dict:
+    """Per-cell numbers of the minimum, the local theory and the run (``times``: the slowest
+    and fastest relaxation times at ``theta*`` and the slowest the run resolves)."""
     H, C, Q = th["local"].H, th["local"].C, th["local"].Q
-    resid = H - th["gn"].H
+    tau, tau_fast, tau_run = times
+    k = model.n_params if frame.basis is None else frame.basis.shape[1]
     norm = np.linalg.norm
     values = {
         "n_params": (model.n_params, "number of parameters", "1"),
@@ -666,14 +772,18 @@ def _scalars(model, data, start, th, sample, theta_loc, info, tau, tau_fast, thi
         "grad_norm_star": (start.result.grad_norm, "|grad L| at theta*", "1"),
         "grad_norm_local": (th["local"].grad_norm, "|grad L| at the local point", "1"),
         "loss_star": (start.result.loss, "training loss at theta*", "1"),
-        "residual_curvature": (norm(resid, 2) / norm(H, 2), "||H - J^T J / P|| / ||H|| "
-                               "(spectral norms; the term App. A drops)", "1"),
+        "residual_curvature": (_sym_norm(H - th["gn"].H) / _sym_norm(H), "||H - J^T J / P|| "
+                               "/ ||H|| (spectral norms; the term App. A drops)", "1"),
         "circulation": (norm(Q) / norm(C), "||Q|| / ||C|| (Eq. 31; 0 under detailed balance)",
                         "1"),
         "commutator": (norm(H @ C - C @ H) / (norm(H) * norm(C)), "||[H, C]|| / (||H|| ||C||)",
                        "1"),
         "tau_slow": (tau, "slowest relaxation time 1 / (lr omega_min) at theta*, in steps", "1"),
         "tau_fast": (tau_fast, "fastest relaxation time 1 / (lr omega_max), in steps", "1"),
+        "tau_sampled": (tau_run, "slowest relaxation time the run resolves (of the moment "
+                        "modes; tau_slow with all of them), in steps", "1"),
+        "moment_modes": (k, "dimension of the frame SGD's second moments are recorded in "
+                         "(n_params: all; else the stiffest Hessian modes at theta*)", "1"),
         "tau_slow_local": (relaxation_steps(info, th["local_lr"])[0], "slowest relaxation time "
                            "at the local point, in steps", "1"),
         "lr_omega_max": (1.0 / tau_fast, "lr * max eig(H) (stability needs < 2)", "1"),
@@ -686,6 +796,11 @@ def _scalars(model, data, start, th, sample, theta_loc, info, tau, tau_fast, thi
                              "1/s"),
     }  # fmt: skip
     return {k: ((), v, attrs(text, units, "models")) for k, (v, text, units) in values.items()}
+
+
+def _sym_norm(A: FloatArray) -> float:
+    """Spectral norm of a symmetric matrix, ``max |eig|`` (no SVD)."""
+    return float(np.max(np.abs(np.linalg.eigvalsh(A)), initial=0.0))
 
 
 def _drift(sample: Any, info: theory.RangeInfo, thin: int) -> dict:
@@ -706,10 +821,13 @@ def _drift(sample: Any, info: theory.RangeInfo, thin: int) -> dict:
     }  # fmt: skip
 
 
-def _slowest_mode(info: theory.RangeInfo, Qr: FloatArray, H: FloatArray) -> FloatArray:
-    """The slowest Hessian mode on ``range(H)``, or within the fluctuating subspace ``Qr``
-    (:func:`fluctuating_basis`) where that is smaller (no noise reaches the rest)."""
-    if Qr.shape[1] == info.Q.shape[1]:
+def _slowest_mode(
+    info: theory.RangeInfo, Qr: FloatArray, H: FloatArray, frame: Frame
+) -> FloatArray:
+    """The slowest Hessian mode on ``range(H)`` (``info``), or within the fluctuating subspace
+    ``Qr`` (:func:`fluctuating_basis`) where that is smaller (no noise reaches the rest), in
+    ``frame`` (``H`` given in it)."""
+    if frame.basis is None and Qr.shape[1] == info.Q.shape[1]:
         return info.Q[:, int(np.argmin(info.omega))]
     omega, V = np.linalg.eigh(Qr.T @ H @ Qr)
     return Qr @ V[:, int(np.argmin(omega))]

@@ -75,6 +75,9 @@ COMMON = (
     Param("max_steps", int, 4_000_000, "cap on the burn-in and on the sampling steps",
           minimum=1),
     Param("gtol", float, 1e-9, "gradient-norm tolerance of a minimum", **POSITIVE),
+    Param("moment_modes", int, None, "record SGD's covariance in the k stiffest Hessian modes "
+          "at theta* only (k^2 floats per block instead of n^2; the run resolves the slowest "
+          "of them; no output-layer IVFR); absent: all of range(H)", minimum=1),
     Param("weight_decay", float, None, "weight decay chi of the student (L2 term "
           "chi |theta|^2 / 2, paper 000 App. B; absent: 0)", axis=True, minimum=0),
     Param("loss", str, None, "the student's loss: squared error (absent, the papers') or "

@@ -139,7 +139,8 @@ class JaxKernel(VectorKernel):
     records ``dw = theta - ref``, learning rate ``lr``, batch size ``S``, ``sampling`` "with"
     or "without" replacement (App. C); a diverged replica stops alone. ``lower_triangle``: add
     only the lower triangle of ``dw dw^T`` (one DSYRK per record group and replica; the engine
-    completes the sums), else the full product."""
+    completes the sums), else the full product. ``basis`` (n, k): second moments of
+    ``basis^T dw`` (:class:`~weightdyn.sgd.VectorKernel`)."""
 
     grad_fn: GradFn
     X: np.ndarray
@@ -149,6 +150,7 @@ class JaxKernel(VectorKernel):
     S: int
     sampling: str
     lower_triangle: bool = False
+    basis: np.ndarray | None = None
     _chunk: Callable[..., Any] = field(init=False, repr=False)
     _data: tuple[jax.Array, jax.Array] = field(init=False, repr=False)
 
@@ -190,9 +192,10 @@ class JaxKernel(VectorKernel):
         d = states - self.ref
         d[~live] = 0.0
         d = np.ascontiguousarray(d.transpose(1, 0, 2))  # (R, K, n): each group C-contiguous
+        y = d if self.basis is None else np.ascontiguousarray(d @ self.basis)
         for k0 in range(0, d.shape[1], RECORD_GROUP):
-            group = d[:, k0 : k0 + RECORD_GROUP]
-            record.sum_dw[:, b] += group.sum(axis=1)
+            record.sum_dw[:, b] += d[:, k0 : k0 + RECORD_GROUP].sum(axis=1)
+            group = y[:, k0 : k0 + RECORD_GROUP]
             for r in np.flatnonzero(live[k0 : k0 + RECORD_GROUP].any(axis=0)):
                 _add_gram(record.sum_dwdw[r, b], group[r], self.lower_triangle)
         record.n_records[:, b] += live.sum(axis=0)

@@ -48,7 +48,7 @@ FILE_PREFIX = "file:"
 ENGINES = ("auto", "jax", "kernel", "numpy")
 _SHARED = (
     "init", "init_scale", "lr", "batch_size", "sampling", "data_seed", "replicas", "burn_tau",
-    "sample_tau", "records_per_tau", "n_blocks", "max_steps", "gtol",
+    "sample_tau", "records_per_tau", "n_blocks", "max_steps", "gtol", "moment_modes",
 )  # fmt: skip
 # fmt: off
 DATA = (
@@ -223,13 +223,15 @@ def _n_params(params: Params) -> int | None:
 
 
 def _resources(params: Params, attempt: int) -> dict[str, int]:
-    """1 GB and six times the moment sums (``replicas n_blocks n^2`` floats): measured 1.0 GB
-    at n = 193 and 12.4 GB at n = 1482 (16 replicas x 8 blocks; the sums, their jackknife
-    copies and the theory's n x n matrices); 4 GB where n is not known; doubled per attempt."""
+    """1 GB and six times the moment sums (``replicas n_blocks k^2`` floats, ``k`` the
+    parameter count or ``moment_modes``): measured 1.0 GB at n = 193 and 12.4 GB at n = 1482
+    (16 replicas x 8 blocks; the sums, their jackknife copies and the theory's n x n
+    matrices); 4 GB where n is not known; doubled per attempt."""
     n = _n_params(params)
     if n is None:
         return {"mem_mb": 4000 * attempt, "runtime": 120 * attempt}
-    sums_mb = 8 * params["replicas"] * params["n_blocks"] * n * n / 1e6
+    k = min(n, params.get("moment_modes") or n)
+    sums_mb = 8 * params["replicas"] * params["n_blocks"] * k * k / 1e6
     return {"mem_mb": int(1000 + 6 * sums_mb) * attempt, "runtime": 120 * attempt}
 
 

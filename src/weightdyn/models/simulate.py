@@ -299,7 +299,8 @@ class ModelKernel(VectorKernel):
 @dataclass(frozen=True)
 class NumpyKernel(VectorKernel):
     """Any model's steps by :meth:`Model.replica_gradients`, with the draws and records of
-    :class:`ModelKernel` (same trajectory)."""
+    :class:`ModelKernel` (same trajectory); ``basis`` (n, k): second moments of
+    ``basis^T dw`` (:class:`~weightdyn.sgd.VectorKernel`)."""
 
     model: Model
     X: np.ndarray
@@ -309,6 +310,7 @@ class NumpyKernel(VectorKernel):
     S: int
     sampling: str
     lower_triangle: bool = False
+    basis: np.ndarray | None = None
 
     def advance(self, state: State, step0: int, n_steps: int, record: Record) -> None:
         """``n_steps`` steps of every live replica from global step ``step0``, recording."""
@@ -331,7 +333,8 @@ class NumpyKernel(VectorKernel):
         live, b = ~state.diverged, record.block
         d = state.W[live] - self.ref
         record.sum_dw[live, b] += d
-        record.sum_dwdw[live, b] += np.einsum("ri,rj->rij", d, d)
+        y = d if self.basis is None else d @ self.basis
+        record.sum_dwdw[live, b] += np.einsum("ri,rj->rij", y, y)
         record.n_records[live, b] += 1
 
 
@@ -354,9 +357,10 @@ def reference_chain(
 @dataclass(frozen=True)
 class SGDRun:
     """Moments of ``d = theta - theta_ref`` per (replica, time block): ``sum_d`` (R, B, n),
-    ``sum_dd`` (R, B, n^2, ``d d^T`` C order), ``n_records`` (R, B); the final parameters
-    (R, n), per-replica divergence flags (NaN sums where set), the engine used and the speed
-    in replica-steps per second."""
+    ``sum_dd`` (R, B, n^2, ``d d^T`` C order; (R, B, k^2) of ``y = basis^T d`` with a
+    ``basis`` (n, k)), ``n_records`` (R, B); the final parameters (R, n), per-replica
+    divergence flags (NaN sums where set), the engine used and the speed in replica-steps per
+    second."""
 
     sum_d: FloatArray
     sum_dd: FloatArray
@@ -365,19 +369,23 @@ class SGDRun:
     diverged: np.ndarray
     engine: str
     steps_per_second: float
+    basis: FloatArray | None = None
 
 
-def _engine(model: Model, engine: Engine) -> str:
+def _engine(model: Model, engine: Engine, reduced: bool = False) -> str:
     """The engine a run uses: ``engine`` if the model has it, else ValueError; ``auto``: the
     numba kernel where one exists (the hand-written models under the papers' objective), the
-    JAX kernel for a model written in JAX, numpy otherwise (the measured order, README)."""
+    JAX kernel for a model written in JAX, numpy otherwise (the measured order, README).
+    ``reduced``: moments in a basis, which the numba kernel does not record."""
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
-    has = {"kernel": kernel_spec(model) is not None, "jax": _is_jax(model), "numpy": True}
+    has = {"kernel": kernel_spec(model) is not None and not reduced, "jax": _is_jax(model),
+           "numpy": True}  # fmt: skip
     if engine != "auto":
         if not has[engine]:
             name = type(model).__name__
-            raise ValueError(f"engine {engine!r} has no form of {name} (objective "
+            what = "moments in a basis" if reduced and kernel_spec(model) else "form"
+            raise ValueError(f"engine {engine!r} has no {what} of {name} (objective "
                              f"{model.loss_function.name}, weight decay {model.weight_decay:g}); "
                              f"use one of {[e for e, ok in has.items() if ok]}")  # fmt: skip
         return engine
@@ -388,12 +396,12 @@ def _is_jax(model: Model) -> bool:
     return callable(getattr(model, "minibatch_gradient_fn", None))
 
 
-def _jax_kernel(model: Model, X, Y, theta_ref, update: Update) -> VectorKernel:
+def _jax_kernel(model: Model, X, Y, theta_ref, update: Update, basis) -> VectorKernel:
     from weightdyn.models.jax_engine import JaxKernel  # JAX only where a run uses it
 
     S = int(update.batch_size)
     return JaxKernel(model.minibatch_gradient_fn(), X, Y, theta_ref, float(update.lr), S,
-                     update.sampling, lower_triangle=True)  # fmt: skip
+                     update.sampling, lower_triangle=True, basis=basis)  # fmt: skip
 
 
 def _jax_schedule(schedule: Schedule, R: int, n: int) -> Schedule:
@@ -432,6 +440,7 @@ def run_sgd(
     rng: np.random.Generator,
     progress: Callable[[str], None] | None = None,
     engine: Engine = "auto",
+    basis: ArrayLike | None = None,
 ) -> SGDRun:
     """SGD (Eqs. 10-11) of the replicas ``theta0`` (R, n) with the step ``update``
     (:class:`weightdyn.sgd.Update`: ``lr``, ``batch_size``, ``sampling``) through the plan
@@ -441,25 +450,40 @@ def run_sgd(
     (:func:`weightdyn.sgd.run`) with :class:`ModelKernel` or :class:`NumpyKernel`.
     ``schedule.chunk_steps`` only sets how often ``progress`` hears (rounded to whole record
     groups); no result depends on it. :mod:`weightdyn.models.cell` passes :data:`CHUNK_STEPS`
-    (``1 << 14``, the former default of this function).
+    (``1 << 14``, the former default of this function). ``basis`` (n, k, orthonormal
+    columns): the second moments of ``basis^T d`` only (k^2 floats per group instead of n^2;
+    the JAX and numpy engines).
     """
     S, sampling = int(update.batch_size), update.sampling
     X, Y, Theta, theta_ref = _check_run(model, X, Y, theta0, theta_ref, S, sampling)
+    basis = _check_basis(basis, model.n_params)
     plan = schedule.plan()
-    used = _engine(model, engine)
+    used = _engine(model, engine, basis is not None)
     lr = float(update.lr)
     if used == "kernel":
         kernel = ModelKernel(X, Y, kernel_spec(model), theta_ref, lr, S, sampling == "with")
     elif used == "jax":
-        kernel = _jax_kernel(model, X, Y, theta_ref, update)
+        kernel = _jax_kernel(model, X, Y, theta_ref, update, basis)
         plan = _jax_schedule(schedule, *Theta.shape).plan()
     else:
-        kernel = NumpyKernel(model, X, Y, theta_ref, lr, S, sampling)
+        kernel = NumpyKernel(model, X, Y, theta_ref, lr, S, sampling, basis=basis)
     bound = divergence_bound(theta_ref)
     settings = Settings(plan, bound, f"SGD ({used})", progress, per_replica=True)
     state = State.start(Theta, rng, X.shape[0])
     m = engine_run(kernel, state, settings)
-    R, B, n = m.sum_dw.shape
+    R, B, k = m.sum_dwdw.shape[:3]
     speed = R * m.steps_done / max(m.elapsed_s, 1e-12)
-    return SGDRun(m.sum_dw, m.sum_dwdw.reshape(R, B, n * n), m.n_records, state.W, state.diverged,
-                  used, speed)  # fmt: skip
+    return SGDRun(m.sum_dw, m.sum_dwdw.reshape(R, B, k * k), m.n_records, state.W, state.diverged,
+                  used, speed, basis)  # fmt: skip
+
+
+def _check_basis(basis: ArrayLike | None, n: int) -> FloatArray | None:
+    """``basis`` as a C-contiguous (n, k) float array with orthonormal columns, or None."""
+    if basis is None:
+        return None
+    U = np.ascontiguousarray(basis, dtype=float)
+    if U.ndim != 2 or U.shape[0] != n or not 1 <= U.shape[1] <= n:
+        raise ValueError(f"basis must be (n_params = {n}, k) with 1 <= k <= n, got {U.shape}")
+    if not np.allclose(U.T @ U, np.eye(U.shape[1]), atol=1e-10):
+        raise ValueError("basis must have orthonormal columns (basis^T basis = 1)")
+    return U

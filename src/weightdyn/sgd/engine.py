@@ -218,18 +218,26 @@ class Record(VectorSums):
             self.n_records[:, self.block] += n_steps // self.thin
 
 
-def vector_moments(state: State) -> dict[str, tuple[int, ...]]:
-    """The sums of a one-vector model (``state.W`` (R, n)): ``"dw"`` (n,), ``"dwdw"`` (n, n)."""
+def vector_moments(state: State, basis: np.ndarray | None = None) -> dict[str, tuple[int, ...]]:
+    """The sums of a one-vector model (``state.W`` (R, n)): ``"dw"`` (n,), ``"dwdw"`` (n, n);
+    with a ``basis`` (n, k) the second moments are those of ``y = basis^T dw``, (k, k)."""
     n = state.W.shape[1]
-    return {"dw": (n,), "dwdw": (n, n)}
+    k = n if basis is None else basis.shape[1]
+    return {"dw": (n,), "dwdw": (k, k)}
 
 
 class VectorKernel:
-    """Base of the kernels of one-vector models: sums :func:`vector_moments`."""
+    """Base of the kernels of one-vector models: sums :func:`vector_moments`. A kernel that can
+    record second moments in a reduced basis has a ``basis`` field (n, k orthonormal columns):
+    ``"dwdw"`` then sums ``y y^T`` of ``y = basis^T dw`` (k^2 floats per group, not n^2);
+    ``"dw"`` stays the full ``dw``."""
+
+    basis: np.ndarray | None = None
 
     def moment_shapes(self, state: State) -> dict[str, tuple[int, ...]]:
-        """``"dw"`` (n,) and ``"dwdw"`` (n, n) (:func:`vector_moments`)."""
-        return vector_moments(state)
+        """``"dw"`` (n,) and ``"dwdw"`` (n, n), or (k, k) in the ``basis``
+        (:func:`vector_moments`)."""
+        return vector_moments(state, self.basis)
 
 
 class Kernel(Protocol):
