@@ -4,8 +4,8 @@ Paper 000, Appendix A (Eqs. 79-81) applied to any smooth network and loss: :mod:
 (interface and conventions), :mod:`.losses` (squared error, cross-entropy), :mod:`.networks`
 (hand-written built-in models), :mod:`.jax_model` (models as JAX functions, derivatives by
 autodiff; imported on first use of ``JaxModel``, ``MLP``, ``jax_deep_linear`` or
-``jax_one_hidden``, as importing it switches JAX to float64), :mod:`.theory` (theory at a
-minimum).
+``jax_one_hidden``, as importing it switches JAX to float64), :mod:`.adapters` (Equinox and
+Flax modules as JAX models), :mod:`.theory` (theory at a minimum).
 """
 
 from typing import Any
