@@ -1,10 +1,15 @@
-"""The paper-sized real-data cell without its SGD sampling: digits, MLP 64-50-50-10 tanh (Feng &
-Tu's widths, n = 6310), cross-entropy with weight decay, P = 1000: wall time and memory of the
-minimum search, the Hessian and its eigendecomposition, and the theory of the model cell (the
-exact linearisation and App. A's form, paper 000 Eqs. 29-33, 79-81, and the mini-batch recursion),
-and what SGD sampling would cost (its relaxation time, and the sums' memory).
+"""The paper-sized real-data cell of the ``network`` experiment, timed stage by stage: digits, MLP
+64-50-50-10 tanh (Feng & Tu's widths, n = 6310), cross-entropy with weight decay, P = 1000, SGD's
+covariance recorded in the ``moment_modes`` stiffest Hessian modes (paper 000 Eqs. 10-11 against
+Eqs. 29-33 and App. A's Eqs. 79-81 in that frame).
 
-Usage: ``python tools/network_paper_cell.py [--hidden 50-50] [--chi 1e-3] [--lr 0.1]``
+Runs the experiment's own cell (``EXPERIMENTS["network"].run_cell``, as Snakemake would) and
+prints each progress line with the seconds since the start and the process's peak memory at that
+point, then the cell's results. The stages: minimum search, Hessian and its eigendecomposition
+(before "burn-in"), SGD burn-in and sampling with their basin checks, then the theory and the
+statistics (between "sampling" and "tr M").
+
+Usage: ``python tools/network_paper_cell.py [--hidden 50-50] [--moment-modes 500] [--out F.nc]``
 """
 
 from __future__ import annotations
@@ -13,11 +18,8 @@ import argparse
 import resource
 import time
 
-import numpy as np
-
 from weightdyn import datasets
-from weightdyn.models import MLP, theory
-from weightdyn.models.cell import relaxation_steps
+from weightdyn.models import network_experiment as ne
 
 
 def _peak_gb() -> float:
@@ -31,40 +33,43 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=0.1)
     parser.add_argument("--P", type=int, default=1000)
     parser.add_argument("--S", type=int, default=32)
+    parser.add_argument("--moment-modes", type=int, default=500)
+    parser.add_argument("--burn-tau", type=float, default=5.0)
+    parser.add_argument("--sample-tau", type=float, default=40.0)
+    parser.add_argument("--records-per-tau", type=float, default=20.0)
+    parser.add_argument("--out", default=None, help="write the cell's dataset here")
     args = parser.parse_args()
-    data = datasets.load_dataset("digits", P=args.P, test_size=0.25, split_seed=0)
-    widths = (data.N_i, *(int(h) for h in args.hidden.split("-")), data.N_o)
-    model = MLP(widths, "tanh", loss="cross_entropy", weight_decay=args.chi)
-    print(f"digits P = {data.P}, MLP {widths}, n = {model.n_params}, chi = {args.chi:g}")
-    theta0 = model.random_theta(np.random.default_rng(0))
-    t = time.perf_counter()
-    res = theory.find_minimum(model, data.X_train, data.Y_train, theta0, gtol=1e-9, strict=False)
-    print(f"minimum search: {time.perf_counter() - t:.1f} s, |grad L| = {res.grad_norm:.2e}, "
-          f"L = {res.loss:.6g}, converged {res.converged}")  # fmt: skip
-    t = time.perf_counter()
-    H = model.hessian(data.X_train, data.Y_train, res.theta)
-    t_h = time.perf_counter() - t
-    t = time.perf_counter()
-    omega = np.linalg.eigvalsh(H)
-    print(f"Hessian: {t_h:.1f} s; eigendecomposition: {time.perf_counter() - t:.1f} s; "
-          f"omega in [{omega[0]:.3g}, {omega[-1]:.3g}]")  # fmt: skip
-    tau, tau_fast = relaxation_steps(theory.hessian_range(H), args.lr)
-    print(f"relaxation at lr = {args.lr:g}: slowest {tau:.4g} steps, fastest {tau_fast:.3g}")
-    t = time.perf_counter()
-    exact = theory.local_theory(model, data.X_train, data.Y_train, res.theta, args.lr, args.S)
-    gn = theory.local_theory(model, data.X_train, data.Y_train, res.theta, args.lr, args.S,
-                             drift="gauss_newton")  # fmt: skip
-    print(
-        f"theory (exact + App. A, with Eq. 33 and the discrete recursion): "
-        f"{time.perf_counter() - t:.1f} s; tr M exact {np.trace(exact.M):.5g}, "
-        f"App. A {np.trace(gn.M):.5g}, discrete {np.trace(exact.M_discrete):.5g}"
-    )
-    n = model.n_params
-    for R, B in ((16, 8), (4, 2)):
-        print(
-            f"SGD moment sums with {R} replicas x {B} blocks: {8 * R * B * n * n / 2**30:.1f} GiB"
-        )
-    print(f"peak memory so far: {_peak_gb():.2f} GiB")
+    exp = ne.EXPERIMENTS["network"]
+    params = {p.name: p.default for p in exp.params}
+    params.update(dataset="digits", P=args.P, hidden=args.hidden, loss="cross_entropy",
+                  weight_decay=args.chi, lr=args.lr, batch_size=args.S, replicas=16,
+                  burn_tau=args.burn_tau, sample_tau=args.sample_tau,
+                  records_per_tau=args.records_per_tau, moment_modes=args.moment_modes,
+                  max_steps=20_000_000)  # fmt: skip
+    params = exp.derive(params)
+    params["data"] = datasets.load(ne.make_data(params))
+    t0 = time.perf_counter()
+
+    def progress(line: str) -> None:
+        print(f"[{time.perf_counter() - t0:7.1f} s, peak {_peak_gb():5.2f} GiB] {line}", flush=True)
+
+    ds = exp.run_cell(params, progress)
+    progress(f"cell done: status {ne.cell.STATUS[int(ds['status'])]}")
+    if int(ds["status"]) == 0:
+        keys = ("n_params", "rank_H", "moment_modes", "tau_slow", "tau_sampled", "sample_steps",
+                "thin", "steps_per_second", "trace_sgd", "trace_sgd_se", "trace_exact",
+                "trace_exact_mean", "trace_discrete", "trace_jacobian", "shift_mean",
+                "elapsed_s")  # fmt: skip
+        for key in keys:
+            print(f"  {key} = {float(ds[key]):.6g}")
+        for name in ("exact", "exact_mean", "discrete", "jacobian", "detailed"):
+            err = abs(ds["eig_sgd"] / ds[f"eig_{name}"] - 1).median()
+            print(f"  median |eig_sgd / eig_{name} - 1| = {float(err):.4f} over "
+                  f"{ds.sizes['mode']} modes")  # fmt: skip
+    else:
+        print(ds.attrs.get("failure"))
+    if args.out:
+        ds.to_netcdf(args.out)
 
 
 if __name__ == "__main__":
