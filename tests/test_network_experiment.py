@@ -217,3 +217,41 @@ def test_moments_in_the_stiffest_modes_compare_sgd_and_theory_in_that_frame() ->
     diff = abs(float(red["trace_sgd"]) - float(red["trace_exact_mean"]))
     assert diff <= 4 * float(red["trace_sgd_se"]) + 0.05 * float(red["trace_exact_mean"])
     assert np.all(red["eig_sgd"].values > 0)
+
+
+def test_feng_tu_on_the_whole_network_is_the_cells_own_pca_with_widths() -> None:
+    """``flatness_block: all``: the principal variances are the eigenvalues the cell compares
+    (SGD and the exact linearisation at the SGD mean, same covariance, same groups); each width
+    brackets the level e L_0 on both sides; the theory's quadratic widths are
+    2 sqrt(2 (e - 1) L_0 / kappa) of its own curvatures."""
+    import math
+
+    ds = _cell(loss="cross_entropy", weight_decay=0.01, lr=0.05, flatness_block="all")
+    assert ne.cell.STATUS[int(ds["status"])] == "ok"
+    np.testing.assert_allclose(ds["ft_var_sgd"].values, ds["eig_sgd"].values, rtol=1e-9)
+    # the cell's jackknife redoes the PCA per group; Feng & Tu's holds the directions fixed
+    # (p_i^T C_-g p_i, the leave-one-out eigenvalue to first order): equal to first order
+    np.testing.assert_allclose(ds["ft_var_sgd_se"].values, ds["eig_sgd_se"].values, rtol=0.1)
+    np.testing.assert_allclose(ds["ft_var_theory"].values, ds["eig_exact_mean"].values,
+                               rtol=1e-9)  # fmt: skip
+    np.testing.assert_allclose(ds["ft_curv_sgd"].values, ds["curv_sgd"].values, rtol=1e-9)
+    L0 = float(ds["ft_loss0"])
+    quad = 2 * np.sqrt(2 * (math.e - 1) * L0 / ds["ft_curv_theory"].values)
+    np.testing.assert_allclose(ds["ft_width_quadratic"].values, quad, rtol=1e-12)
+    assert np.all(np.isfinite(ds["ft_width_sgd"].values))
+    assert int(ds["ft_modes_used"]) == int(ds["ft_modes_total"]) == ds.sizes["mode"]
+    assert abs(float(ds["ft_psi_sgd"]) - float(ds["ft_psi_theory"])) < 5 * float(
+        ds["ft_psi_sgd_se"]
+    ) + 0.1 * abs(float(ds["ft_psi_theory"]))  # same physics; O(lr) as in the traces
+    assert "block" in ds["ft_psi_sgd"].attrs and "modes" in ds["ft_psi_sgd"].attrs["fit"]
+
+
+def test_feng_tu_on_the_output_layer_and_bad_blocks() -> None:
+    ds = _cell(loss="cross_entropy", weight_decay=0.01, lr=0.05, flatness_block="output")
+    assert ds["ft_psi_sgd"].attrs["block"] == "output"
+    assert int(ds["ft_modes_total"]) <= 15  # (4 + 1) x 3 output weights
+    param = next(p for p in EXP.params if p.name == "flatness_block")
+    with pytest.raises(ConfigError, match="flatness_block: 'hidden' is not allowed"):
+        param.check("hidden", "flatness_block")
+    with pytest.raises(ConfigError, match="flatness_block: 'output' with moment_modes = 6"):
+        EXP.derive(_params(flatness_block="output", moment_modes=6))

@@ -60,7 +60,7 @@ from scipy import stats as sps
 from weightdyn import seeds, stationarity
 from weightdyn.io import attrs
 from weightdyn.linear_theory import check_lr_below, range_covariances
-from weightdyn.models import theory
+from weightdyn.models import feng_tu, theory
 from weightdyn.models.base import FloatArray, Model
 from weightdyn.models.simulate import CHUNK_STEPS, run_sgd
 from weightdyn.sgd import Schedule, Update
@@ -226,10 +226,14 @@ def start_extra_tau(
     return stationarity.extra_burnin_tau(distance2, stationarity.lyapunov_trace(H, C, params["lr"]))
 
 
+#: settings that enter SGD's seed only where given (cells without them keep their old streams)
+OPTIONAL_SETTINGS = ("moment_modes", "flatness_block")
+
+
 def _sgd_keys(params: Mapping[str, Any]) -> dict[str, Any]:
-    """The parameters that seed SGD: all of the cell's, ``moment_modes`` left out where absent
-    (a cell without it keeps the streams it had before the setting existed)."""
-    return {k: v for k, v in params.items() if not (k == "moment_modes" and v is None)}
+    """The parameters that seed SGD: all of the cell's, :data:`OPTIONAL_SETTINGS` left out
+    where absent (a cell without them keeps the streams it had before they existed)."""
+    return {k: v for k, v in params.items() if not (k in OPTIONAL_SETTINGS and v is None)}
 
 
 def simulate(
@@ -659,7 +663,24 @@ def cell_dataset(
     u = _slowest_mode(info, cmp.Qr, cmp.H, frame)
     ds.update(_stationarity(frame.sample(sample), u, cmp.H, progress))
     ds.update(_trace_variables(sim, spectra))
+    if params.get("flatness_block"):
+        ds.update(_feng_tu(model, data, cmp, sample, frame, params["flatness_block"], progress))
     ds["status"] = ((), 0, _status_attrs())
+    return ds
+
+
+def _feng_tu(
+    model: Model, data: Data, cmp: Comparison, sample: Any, frame: Frame, block: str,
+    progress: Progress,
+) -> xr.Dataset:  # fmt: skip
+    """Feng & Tu's IVFR on ``block`` (:mod:`weightdyn.models.feng_tu`)."""
+    b = feng_tu.block_basis(block, model, cmp.Qr, frame.basis, cmp.layer)
+    M = feng_tu.theory_covariance(cmp.M)
+    result = feng_tu.measurement(
+        model, data.X, data.Y, cmp.theta_bar, cmp.H, M, frame.sample(sample), b
+    )
+    ds = feng_tu.dataset(result, b)
+    progress(feng_tu.log_line(ds))
     return ds
 
 

@@ -19,6 +19,7 @@ measures the IVFR (curvature against variance along the covariance's eigenvector
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -37,8 +38,9 @@ from weightdyn.experiments import (
     Params,
     Progress,
 )
-from weightdyn.models import cell
+from weightdyn.models import cell, feng_tu
 from weightdyn.models.base import Model
+from weightdyn.models.feng_tu import BLOCKS as FT_BLOCKS
 from weightdyn.models.networks import ACTIVATIONS, DeepLinear, Linear, OneHidden
 
 plots = LazyPlots("weightdyn.plots.models")
@@ -78,6 +80,9 @@ COMMON = (
     Param("moment_modes", int, None, "record SGD's covariance in the k stiffest Hessian modes "
           "at theta* only (k^2 floats per block instead of n^2; the run resolves the slowest "
           "of them; no output-layer IVFR); absent: all of range(H)", minimum=1),
+    Param("flatness_block", str, None, "measure Feng & Tu's IVFR (variance against the width "
+          "of the loss profile at e L_0) on this block: 'all' (the fluctuating part of the "
+          "frame) or 'output' (the output layer); absent: not measured", allowed=FT_BLOCKS),
     Param("weight_decay", float, None, "weight decay chi of the student (L2 term "
           "chi |theta|^2 / 2, paper 000 App. B; absent: 0)", axis=True, minimum=0),
     Param("loss", str, None, "the student's loss: squared error (absent, the papers') or "
@@ -150,7 +155,17 @@ def derive(params: dict[str, Any]) -> dict[str, Any]:
     if params.get("start") == "teacher" and params.get("teacher") == "linear":
         raise ConfigError("start: 'teacher' needs a teacher of the student's architecture; "
                           "allowed with teacher 'linear': 'random'")  # fmt: skip
+    check_frame_settings(params)
     return params
+
+
+def check_frame_settings(params: Mapping[str, Any]) -> None:
+    """``flatness_block: output`` needs all of theta recorded (no ``moment_modes``)."""
+    if params.get("flatness_block") == "output" and params.get("moment_modes") is not None:
+        raise ConfigError(
+            f"flatness_block: 'output' with moment_modes = {params['moment_modes']} (the frame "
+            "of the stiffest modes holds no layer's coordinates); allowed there: 'all'"
+        )
 
 
 def _with_objective(model: Model, params: Params) -> tuple[Model, Params]:
@@ -225,6 +240,16 @@ def _cell_rows(c: xr.Dataset, name: str) -> list[Agreement]:
     rows.append(agreement(f"{name}ivfr", "IVFR Spearman rho of curvature vs variance, SGD vs "
                           "the exact linearisation", "Fig. 7a", c["ivfr_spearman_sgd"],
                           c["ivfr_spearman_exact"], c["ivfr_spearman_sgd_se"]))  # fmt: skip
+    if "ft_psi_sgd" in c:  # Feng & Tu's form, where the cell measured it
+        rows += [
+            agreement(f"{name}feng_tu psi", "Feng & Tu's psi (sigma^2 ~ F^-psi), SGD vs the exact "
+                      "linearisation at the SGD mean with the true loss profiles",
+                      feng_tu.SOURCE, c["ft_psi_sgd"], c["ft_psi_theory"], c["ft_psi_sgd_se"]),
+            agreement(f"{name}feng_tu slope", "log-log slope of kappa vs sigma^2 along the "
+                      "principal directions of the block, SGD vs the exact linearisation",
+                      feng_tu.SOURCE, c["ft_slope_sgd"], c["ft_slope_theory"],
+                      c["ft_slope_sgd_se"]),
+        ]  # fmt: skip
     if "layer_ivfr_slope_sgd" not in c:  # a model without a declared output layer
         return rows
     rows.append(
@@ -266,6 +291,14 @@ FIGURES = {
         "Inverse variance-flatness relation (paper 000 Fig. 7a): curvature v^T H v along the "
         "eigenvectors v of the SGD covariance against their variance, log-log, one series per "
         f"cell, with the exact linearisation's (Eq. 29; lines); {_ERR}.")),
+    "feng_tu": Figure(plots.feng_tu, caption=(
+        "The inverse variance-flatness relation as Feng & Tu (PNAS 2021) measured it: variance "
+        "sigma_i^2 of the SGD weights along their principal directions p_i against the full "
+        "width F_i of the full-batch loss profile L(theta_bar + s p_i) at e L_0, log-log, with "
+        "the fitted power law sigma^2 ~ F^-psi; beside it paper 000's form, the curvature "
+        "kappa_i = p_i^T H p_i against sigma_i^2 (Eq. 73, Fig. 7a); crosses: the exact "
+        "linearisation at the SGD mean (Eq. 29) with the true profiles along its own principal "
+        f"directions; {_ERR}; needs the setting flatness_block.")),
     "trace_vs_lr": Figure(plots.trace_vs_lr, caption=(
         "tr M of the SGD covariance against the learning rate, with the exact linearisation "
         "(Eq. 29, continuous time) at the minimum and at the SGD mean, the discrete-time "

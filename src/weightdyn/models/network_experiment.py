@@ -37,7 +37,7 @@ from weightdyn.experiments import (
 )
 from weightdyn.models import cell
 from weightdyn.models.base import Model
-from weightdyn.models.experiment import COMMON, FIGURES, agreement_rows
+from weightdyn.models.experiment import COMMON, FIGURES, agreement_rows, check_frame_settings
 from weightdyn.models.jax_model import ACTIVATIONS, MLP, NONSMOOTH_ACTIVATIONS
 from weightdyn.models.losses import LOSSES
 
@@ -49,6 +49,7 @@ ENGINES = ("auto", "jax", "kernel", "numpy")
 _SHARED = (
     "init", "init_scale", "lr", "batch_size", "sampling", "data_seed", "replicas", "burn_tau",
     "sample_tau", "records_per_tau", "n_blocks", "max_steps", "gtol", "moment_modes",
+    "flatness_block",
 )  # fmt: skip
 # fmt: off
 DATA = (
@@ -142,6 +143,7 @@ def derive(params: dict[str, Any]) -> dict[str, Any]:
             f"batch_size: {params['batch_size']} exceeds P = {params['P']}; allowed: "
             "1 <= batch_size <= P"
         )
+    check_frame_settings(params)
     params["data_version"] = _data_version(name, path)
     return params
 

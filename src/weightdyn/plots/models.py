@@ -15,13 +15,19 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 import xarray as xr
-from matplotlib.ticker import LogFormatterSciNotation, LogLocator, MaxNLocator
+from matplotlib.ticker import (
+    FormatStrFormatter,
+    LogFormatterSciNotation,
+    LogLocator,
+    MaxNLocator,
+    NullFormatter,
+)
 
 from weightdyn.models.experiment import cell_text, cells_of, flagged_cells, sweep_axes
 from weightdyn.plots.common import styled
 from weightdyn.plots.errorbars import errorbar, state_bars
 
-__all__ = ["ivfr", "spectra", "trace_vs_lr"]
+__all__ = ["feng_tu", "ivfr", "spectra", "trace_vs_lr"]
 
 SIM = {"ms": 3.0, "capsize": 1.5, "lw": 0, "elinewidth": 0.8}
 THEORY_LINES = {
@@ -128,6 +134,11 @@ def _log_labels(axis) -> None:
     enough powers of ten, and the extra labels would collide)."""
     lo, hi = sorted(axis.get_view_interval())
     if lo <= 0 or hi / lo > 100.0:
+        return
+    if hi / lo < 4.0:  # less than a decade: a few plain numbers (2 and 5 would be all or none)
+        axis.set_major_locator(LogLocator(subs=(1.0, 2.0, 3.0, 5.0, 7.0)))
+        axis.set_major_formatter(FormatStrFormatter("%.2g"))
+        axis.set_minor_formatter(NullFormatter())
         return
     axis.set_minor_locator(LogLocator(subs=(2.0, 5.0)))
     axis.set_minor_formatter(
@@ -250,6 +261,78 @@ def _ivfr_panel(ax, cells: list[xr.Dataset], prefix: str) -> None:
     ax.set_xlabel(r"variance $\mu_i$ (eigenvalue of the SGD covariance)")
     ax.set_ylabel(r"curvature $v_i^T H v_i$")
     ax.legend(frameon=False, fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.14))
+
+
+# ------------------------------------------------------------------------- Feng & Tu
+
+
+@styled
+def feng_tu(ds: xr.Dataset) -> plt.Figure:
+    """The IVFR as Feng & Tu measured it (left: variance ``sigma_i^2`` along the principal
+    directions against the full width ``F_i`` of the loss profile at ``e L_0``, log-log, with
+    the fitted ``sigma^2 ~ F^-psi``) beside paper 000's form (right: curvature ``kappa_i``
+    against ``sigma_i^2``, Eq. 73, Fig. 7a); symbols SGD (+-1 s.e. in sigma^2), crosses the
+    exact linearisation at the SGD mean with the true profiles, one colour per cell."""
+    if (fig := _no_cells(ds)) is not None:
+        return fig
+    cells = [c for c in cells_of(ds) if "ft_psi_sgd" in c]
+    if not cells:
+        return _message("no cell measured Feng & Tu's IVFR:\nset flatness_block (all or "
+                        "output) in the sweep")  # fmt: skip
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11.0, 4.6), layout="constrained")
+    for k, c in enumerate(cells):
+        _feng_tu_cell(left, right, c, f"C{k % 10}", _label(c, cells))
+    for ax in (left, right):
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.autoscale_view()
+        for axis in (ax.xaxis, ax.yaxis):
+            _log_labels(axis)
+        ax.legend(frameon=False, fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.14))
+    left.set_xlabel(r"flatness $F_i$ (full width of $L(\bar\theta + s\,p_i)$ at $e L_0$)")
+    left.set_ylabel(r"variance $\sigma_i^2$ along $p_i$")
+    right.set_xlabel(r"variance $\sigma_i^2$")
+    right.set_ylabel(r"curvature $\kappa_i = p_i^T H p_i$")
+    block = cells[0]["ft_psi_sgd"].attrs.get("block", "?")
+    left.set_title(rf"Feng & Tu: $\sigma_i^2 \propto F_i^{{-\psi}}$ (block: {block})",
+                   fontsize=7.5)  # fmt: skip
+    right.set_title(r"paper 000 Eq. 73, Fig. 7a: $\kappa_i$ against $\sigma_i^2$", fontsize=7.5)
+    title = fig.suptitle("", fontsize=7.5)
+    bars = r"SGD $\pm$1 s.e. of $\sigma_i^2$ (jackknife over (replica, time block) groups)"
+    head = _title(cells[0]) if len(cells) == 1 else "IVFR as Feng & Tu measured it, per cell"
+    state_bars(fig, title, bars, f"{head}\n{{bars}}{_flag_note(ds)}")
+    return fig
+
+
+def _feng_tu_cell(left, right, c: xr.Dataset, color: str, text: str) -> None:
+    """One cell's SGD and theory points and fits on the two :func:`feng_tu` panels."""
+    var, se = c["ft_var_sgd"].values, c["ft_var_sgd_se"].values
+    width, curv = c["ft_width_sgd"].values, c["ft_curv_sgd"].values
+    psi, psi_se = float(c["ft_psi_sgd"]), float(c["ft_psi_sgd_se"])
+    lead = f"{text}: " if text else ""
+    errorbar(left, width, var, yerr=se, fmt="o", color=color, mfc="none", **SIM,
+             label=rf"{lead}SGD, $\psi$ = {psi:.2f} $\pm$ {psi_se:.2g} "
+             f"({int(c['ft_modes_used'])} of {int(c['ft_modes_total'])} modes)")  # fmt: skip
+    left.plot(c["ft_width_theory"].values, c["ft_var_theory"].values, "x", color=color, ms=3.5,
+              label=rf"{lead}exact linearisation at $\bar\theta$, $\psi$ = "
+              f"{float(c['ft_psi_theory']):.2f} (quadratic profiles: "
+              f"{float(c['ft_psi_quadratic']):.2f})")  # fmt: skip
+    ok = np.isfinite(width) & (var > 0)
+    if ok.sum() >= 2:
+        F = np.geomspace(width[ok].min(), width[ok].max(), 20)
+        a = np.mean(np.log(var[ok]) + psi * np.log(width[ok]))
+        left.plot(F, np.exp(a - psi * np.log(F)), "-", color=color, lw=0.7)
+    slope, slope_se = float(c["ft_slope_sgd"]), float(c["ft_slope_sgd_se"])
+    errorbar(right, var, curv, xerr=se, fmt="o", color=color, mfc="none", **SIM,
+             label=rf"{lead}SGD, slope {slope:.2f} $\pm$ {slope_se:.2g}")  # fmt: skip
+    right.plot(
+        c["ft_var_theory"].values,
+        c["ft_curv_theory"].values,
+        "x",
+        color=color,
+        ms=3.5,
+        label=f"{lead}exact linearisation, slope {float(c['ft_slope_theory']):.2f}",
+    )
 
 
 # -------------------------------------------------------------------------------- trace
