@@ -255,3 +255,23 @@ def test_feng_tu_on_the_output_layer_and_bad_blocks() -> None:
         param.check("hidden", "flatness_block")
     with pytest.raises(ConfigError, match="flatness_block: 'output' with moment_modes = 6"):
         EXP.derive(_params(flatness_block="output", moment_modes=6))
+
+
+def test_the_hidden_to_hidden_block_of_an_mlp() -> None:
+    """``flatness_block: hidden``: the weights between the first two hidden layers (W_2 of an
+    MLP with two hidden layers, biases excluded); a model without them is refused."""
+    from weightdyn.models import MLP, feng_tu
+
+    mlp = MLP((3, 4, 5, 2), "tanh")
+    W = mlp.weight_slices()
+    assert [s.stop - s.start for s in W] == [12, 20, 10]
+    theta = np.arange(mlp.n_params, dtype=float)
+    W2 = mlp.weights(theta)[1][0]
+    np.testing.assert_array_equal(np.sort(W2.ravel()), theta[W[1]])
+    assert feng_tu.hidden_weights(mlp) == W[1]
+    with pytest.raises(ValueError, match="at least two hidden layers"):
+        feng_tu.hidden_weights(MLP((3, 4, 2), "tanh"))
+    ds = _cell(loss="cross_entropy", weight_decay=0.01, lr=0.05, hidden="3-3",
+               flatness_block="hidden")  # fmt: skip
+    assert ne.cell.STATUS[int(ds["status"])] == "ok", ds.attrs.get("failure")
+    assert ds["ft_psi_sgd"].attrs["block"] == "hidden" and int(ds["ft_modes_total"]) <= 9

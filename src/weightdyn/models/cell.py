@@ -51,6 +51,7 @@ import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -674,7 +675,8 @@ def _feng_tu(
     progress: Progress,
 ) -> xr.Dataset:  # fmt: skip
     """Feng & Tu's IVFR on ``block`` (:mod:`weightdyn.models.feng_tu`)."""
-    b = feng_tu.block_basis(block, model, cmp.Qr, frame.basis, cmp.layer)
+    b = feng_tu.block_basis(block, model, cmp.Qr, frame.basis,
+                            partial(layer_basis, cmp.M["exact"], cmp.Qr))  # fmt: skip
     M = feng_tu.theory_covariance(cmp.M)
     result = feng_tu.measurement(
         model, data.X, data.Y, cmp.theta_bar, cmp.H, M, frame.sample(sample), b

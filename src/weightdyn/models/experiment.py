@@ -82,7 +82,8 @@ COMMON = (
           "of them; no output-layer IVFR); absent: all of range(H)", minimum=1),
     Param("flatness_block", str, None, "measure Feng & Tu's IVFR (variance against the width "
           "of the loss profile at e L_0) on this block: 'all' (the fluctuating part of the "
-          "frame) or 'output' (the output layer); absent: not measured", allowed=FT_BLOCKS),
+          "frame), 'output' (the output layer) or 'hidden' (the weights between the first two "
+          "hidden layers of an MLP); absent: not measured", allowed=FT_BLOCKS),
     Param("weight_decay", float, None, "weight decay chi of the student (L2 term "
           "chi |theta|^2 / 2, paper 000 App. B; absent: 0)", axis=True, minimum=0),
     Param("loss", str, None, "the student's loss: squared error (absent, the papers') or "
@@ -160,11 +161,13 @@ def derive(params: dict[str, Any]) -> dict[str, Any]:
 
 
 def check_frame_settings(params: Mapping[str, Any]) -> None:
-    """``flatness_block: output`` needs all of theta recorded (no ``moment_modes``)."""
-    if params.get("flatness_block") == "output" and params.get("moment_modes") is not None:
+    """``flatness_block: output`` or ``hidden`` needs all of theta recorded (no
+    ``moment_modes``)."""
+    block = params.get("flatness_block")
+    if block in ("output", "hidden") and params.get("moment_modes") is not None:
         raise ConfigError(
-            f"flatness_block: 'output' with moment_modes = {params['moment_modes']} (the frame "
-            "of the stiffest modes holds no layer's coordinates); allowed there: 'all'"
+            f"flatness_block: {block!r} with moment_modes = {params['moment_modes']} (the "
+            "frame of the stiffest modes holds no layer's coordinates); allowed there: 'all'"
         )
 
 

@@ -15,7 +15,13 @@ on a block of the cell's frame:
 
 * ``all``: the fluctuating part of ``range(H)`` in the cell's frame (the whole network, or the
   ``moment_modes`` stiffest modes);
-* ``output``: the output layer's coordinates (Fig. 7a's block; cells with a full frame).
+* ``output``: the output layer's coordinates (Fig. 7a's block; cells with a full frame);
+* ``hidden``: the weights between the first two hidden layers (Feng & Tu's hidden-to-hidden
+  block; an MLP with at least two hidden layers, full frame).
+
+In the ``output`` and ``hidden`` blocks only the directions in which the exact linearisation
+fluctuates are kept (:func:`weightdyn.models.cell.layer_basis`: with weight decay and a low-rank
+noise the rest is numerically zero in SGD as in Eq. 29).
 
 The profiles are measured along the full sample's directions and held fixed in the jackknife
 (:func:`~weightdyn.flatness.ivfr_measurement`, ``redo_profiles=False``): the errors are those of
@@ -46,7 +52,7 @@ __all__ = [
     "theory_covariance",
 ]
 
-BLOCKS = ("all", "output")
+BLOCKS = ("all", "output", "hidden")
 
 #: profiles are followed up to this many times |theta_bar| on each side (a side that has not
 #: reached e L_0 there is reported as not reached)
@@ -65,25 +71,39 @@ class Block:
     F: FloatArray
 
 
+def hidden_weights(model: Model) -> slice:
+    """The weights between the first two hidden layers (ValueError where the model has none)."""
+    slices = getattr(model, "weight_slices", None)
+    if slices is None or len(slices()) < 3:
+        raise ValueError(
+            "flatness_block: 'hidden' needs an MLP with at least two hidden layers (a "
+            "hidden-to-hidden weight matrix); use 'all' or 'output'"
+        )
+    return slices()[1]
+
+
 def block_basis(
     name: str, model: Model, Qr: FloatArray, frame_basis: FloatArray | None,
-    layer: slice | FloatArray | None = None,
+    coordinates: Callable[[slice], slice | FloatArray],
 ) -> Block:  # fmt: skip
     """The block ``name`` of :data:`BLOCKS` given the cell's fluctuating basis ``Qr`` (in its
-    frame), the frame's basis (None: all of ``theta``) and the output layer's coordinates or
-    the basis of their fluctuating part (``layer``, :func:`weightdyn.models.cell.layer_basis`)."""
+    frame), the frame's basis (None: all of ``theta``) and ``coordinates``, which maps a
+    slice of ``theta`` to the basis of its fluctuating part
+    (:func:`weightdyn.models.cell.layer_basis`)."""
     if name == "all":
         B = Qr if frame_basis is None else frame_basis @ Qr
         return Block(name, B, Qr)
-    if name == "output":
-        if frame_basis is not None or layer is None:
-            raise ValueError(
-                "flatness_block: 'output' needs a model with an output layer and all of theta "
-                "recorded (no moment_modes); use 'all'"
-            )
-        E = np.eye(model.n_params)[:, layer] if isinstance(layer, slice) else layer
-        return Block(name, E, E)
-    raise ValueError(f"flatness_block: {name!r} is not allowed; allowed: {', '.join(BLOCKS)}")
+    if name not in BLOCKS:
+        raise ValueError(f"flatness_block: {name!r} is not allowed; allowed: {', '.join(BLOCKS)}")
+    if frame_basis is not None:
+        raise ValueError(f"flatness_block: {name!r} needs all of theta recorded (no "
+                         "moment_modes); use 'all'")  # fmt: skip
+    if name == "output" and model.last_layer is None:
+        raise ValueError("flatness_block: 'output' needs a model with an output layer")
+    layer = model.last_layer if name == "output" else hidden_weights(model)
+    part = coordinates(layer)
+    E = np.eye(model.n_params)[:, part] if isinstance(part, slice) else part
+    return Block(name, E, E)
 
 
 def _group_moments(sample: Any, F: FloatArray) -> FloatArray:

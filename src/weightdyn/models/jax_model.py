@@ -429,6 +429,15 @@ class MLP(JaxModel):
     def depth(self) -> int:
         return len(self.shapes)
 
+    def weight_slices(self) -> list[slice]:
+        """Where each layer's weight matrix ``W_l`` (no bias) sits in ``theta``: the layers are
+        contiguous in order, each its ``W`` then its ``b``."""
+        out, start = [], 0
+        for a, b in self.shapes:
+            out.append(slice(start, start + a * b))
+            start += a * (b + self.biases)
+        return out
+
     def weights(self, theta: ArrayLike) -> list[tuple[FloatArray, FloatArray | None]]:
         """``[(W_l, b_l)]`` with ``W_l`` of shape ``(N_l, N_{l-1})`` (``b_l`` None without
         biases)."""
