@@ -283,8 +283,9 @@ BASIN_RTOL = 1e-7
 
 #: above this many parameters the minima of the basin checks are found by chord steps with the
 #: Hessian decomposition at theta* (:func:`~weightdyn.models.theory.newton_minimum`): a full
-#: Newton step costs a Hessian and an eigh (about 75 s at n = 6310), 16 replicas x 2 checks
-CHORD_MIN_PARAMS = 2000
+#: Newton step costs a Hessian and an eigh (0.6 s at n = 472, about 75 s at n = 6310), for 16
+#: replicas x 2 checks; the minima agree to gtol
+CHORD_MIN_PARAMS = 400
 
 
 def _nearest_minimum(

@@ -111,8 +111,7 @@ def _group_moments(sample: Any, F: FloatArray) -> FloatArray:
     R, B, k = sample.sum_d.shape
     n = sample.n_records.reshape(-1).astype(float)
     m1 = sample.sum_d.reshape(R * B, k) / n[:, None] @ F
-    m2 = sample.sum_dd.reshape(R * B, k, k) / n[:, None, None]
-    m2 = np.einsum("ia,gij,jb->gab", F, m2, F)
+    m2 = F.T @ (sample.sum_dd.reshape(R * B, k, k) / n[:, None, None]) @ F
     return np.hstack([m1, m2.reshape(R * B, -1)])
 
 
