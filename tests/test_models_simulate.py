@@ -179,3 +179,17 @@ def test_a_basis_is_checked_and_moves_auto_off_the_numba_kernel() -> None:
         run(model, X, Y, theta, "numpy", basis=2 * U)
     with pytest.raises(ValueError, match=r"basis must be \(n_params"):
         run(model, X, Y, theta, "numpy", basis=U[:-1])
+
+
+@pytest.mark.parametrize("name", ["deep2", "deep4", "tanh", "softplus_nobias"])
+def test_a_hand_written_model_runs_on_the_jax_engine_through_its_twin(name: str) -> None:
+    """``engine="jax"`` on a hand-written model uses its autodiff twin: the same batches and the
+    same trajectory as the numba kernel, to rounding (the kernels differ in summation order)."""
+    model = KERNEL_MODELS[name]
+    X, Y, theta = problem(model)
+    ker = run(model, X, Y, theta, "kernel")
+    jx = run(model, X, Y, theta, "jax")
+    assert jx.engine == "jax"
+    np.testing.assert_array_equal(jx.n_records, ker.n_records)
+    for a, b in ((jx.final, ker.final), (jx.sum_d, ker.sum_d), (jx.sum_dd, ker.sum_dd)):
+        assert rel(a, b) < 1e-12

@@ -69,10 +69,16 @@ def test_an_edited_data_file_is_a_new_data_set(tmp_path: Path) -> None:
     assert "/" not in first and ":" not in first
 
 
-def test_the_engine_is_the_numba_kernel_only_under_the_papers_objective() -> None:
+def test_the_engine_is_the_numba_kernel_only_under_the_papers_objective_and_for_short_runs() -> (
+    None
+):
+    from weightdyn.models.simulate import JAX_MIN_REPLICA_STEPS
+
     deep = DeepLinear([3, 4, 2])
     assert _engine(deep, "auto") == "kernel"
-    assert _engine(deep.with_objective("cross_entropy", 0.1), "auto") == "numpy"
+    assert _engine(deep, "auto", replica_steps=JAX_MIN_REPLICA_STEPS) == "jax"  # its twin
+    assert _engine(deep, "auto", reduced=True) == "jax"
+    assert _engine(deep.with_objective("cross_entropy", 0.1), "auto") == "jax"
     mlp = ne.mlp_model(3, 2, _params())
     assert _engine(mlp, "auto") == "jax"
     with pytest.raises(ValueError, match="engine 'kernel' has no form of MLP"):

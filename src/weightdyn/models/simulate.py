@@ -11,7 +11,14 @@ give the same trajectory from the same random draws:
   :meth:`Model.replica_gradients` (a loop over replicas for a model that does not override it);
 * ``"kernel"``: a numba kernel for :class:`~weightdyn.models.DeepLinear` (any depth) and
   :class:`~weightdyn.models.OneHidden` (tanh, softplus), replicas split over numba's threads
-  (``prange``), the moments accumulated inside it. ``"auto"`` takes the kernel when there is one.
+  (``prange``), the moments accumulated inside it;
+* ``"jax"``: :class:`~weightdyn.models.jax_engine.JaxKernel`, one compiled ``lax.scan`` per call
+  over a ``vmap`` of replicas, for a model written in JAX and for the hand-written models
+  through their autodiff twins (:func:`jax_twin`, same ``theta`` layout).
+
+``"auto"`` takes JAX for a JAX model; for a hand-written model the numba kernel, or JAX where
+the run is at least :data:`JAX_MIN_REPLICA_STEPS` replica-steps (JAX runs about twice as many
+replica-steps per second, but pays its import and compilation once per cell); numpy otherwise.
 
 Randomness: step ``t`` of replica ``r`` chooses its batch by the uniforms ``t S .. t S + S - 1``
 of the replica's counter-based stream (:mod:`weightdyn.counter_rng`, key from one draw of the
@@ -70,6 +77,11 @@ Engine = Literal["auto", "jax", "kernel", "numpy"]
 ENGINES = ("auto", "jax", "kernel", "numpy")
 #: bytes of the records one JAX kernel call returns; its calls are shortened to stay below
 JAX_RECORD_BYTES = 64 << 20
+#: from this many replica-steps on, ``auto`` runs a hand-written model by JAX (its twin): one
+#: thread, R = 16, JAX 1.27e6 / 7.9e5 and numba 5.9e5 / 5.0e5 replica-steps/s on the tanh
+#: n = 61 / deep linear L = 3 cells (benchmarks/jax_engine_throughput.py), against about 2 s of
+#: JAX import and compilation per cell: JAX saves 2 s from about 2.5e6 / 3e6 replica-steps
+JAX_MIN_REPLICA_STEPS = 3_000_000
 SAMPLING_MODES = ("with", "without")
 #: activation codes of the compiled one-hidden-layer gradient
 KERNEL_ACTIVATIONS = {"tanh": 0, "softplus": 1}
@@ -372,36 +384,62 @@ class SGDRun:
     basis: FloatArray | None = None
 
 
-def _engine(model: Model, engine: Engine, reduced: bool = False) -> str:
+def _engine(model: Model, engine: Engine, reduced: bool = False, replica_steps: int = 0) -> str:
     """The engine a run uses: ``engine`` if the model has it, else ValueError; ``auto``: the
-    numba kernel where one exists (the hand-written models under the papers' objective), the
-    JAX kernel for a model written in JAX, numpy otherwise (the measured order, README).
-    ``reduced``: moments in a basis, which the numba kernel does not record."""
+    numba kernel (a hand-written model under the papers' objective) for runs below
+    :data:`JAX_MIN_REPLICA_STEPS` replica-steps, else JAX (a JAX model, or a hand-written one's
+    twin, any objective), else numpy (the measured order, README). ``reduced``: moments in a
+    basis, which the numba kernel does not record."""
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
-    has = {"kernel": kernel_spec(model) is not None and not reduced, "jax": _is_jax(model),
+    kernel = kernel_spec(model) is not None
+    has = {"kernel": kernel and not reduced, "jax": _is_jax(model) or _has_twin(model),
            "numpy": True}  # fmt: skip
     if engine != "auto":
         if not has[engine]:
             name = type(model).__name__
-            what = "moments in a basis" if reduced and kernel_spec(model) else "form"
+            what = "moments in a basis" if reduced and kernel else "form"
             raise ValueError(f"engine {engine!r} has no {what} of {name} (objective "
                              f"{model.loss_function.name}, weight decay {model.weight_decay:g}); "
                              f"use one of {[e for e, ok in has.items() if ok]}")  # fmt: skip
         return engine
-    return next(e for e in ("kernel", "jax", "numpy") if has[e])
+    if has["kernel"] and replica_steps < JAX_MIN_REPLICA_STEPS:
+        return "kernel"
+    return "jax" if has["jax"] else "numpy"
 
 
 def _is_jax(model: Model) -> bool:
     return callable(getattr(model, "minibatch_gradient_fn", None))
 
 
+def _has_twin(model: Model) -> bool:
+    """Whether :func:`jax_twin` has a form of ``model`` (any loss and decay)."""
+    if isinstance(model, OneHidden):
+        return model.activation in KERNEL_ACTIVATIONS
+    return isinstance(model, DeepLinear)
+
+
 def _jax_kernel(model: Model, X, Y, theta_ref, update: Update, basis) -> VectorKernel:
     from weightdyn.models.jax_engine import JaxKernel  # JAX only where a run uses it
 
     S = int(update.batch_size)
-    return JaxKernel(model.minibatch_gradient_fn(), X, Y, theta_ref, float(update.lr), S,
-                     update.sampling, lower_triangle=True, basis=basis)  # fmt: skip
+    grad = (model if _is_jax(model) else jax_twin(model)).minibatch_gradient_fn()
+    return JaxKernel(grad, X, Y, theta_ref, float(update.lr), S, update.sampling,
+                     lower_triangle=True, basis=basis)  # fmt: skip
+
+
+def jax_twin(model: Model) -> Model:
+    """The autodiff twin of a hand-written :class:`DeepLinear` or :class:`OneHidden` (same
+    ``theta`` layout, loss and decay; :mod:`weightdyn.models.jax_model`)."""
+    from weightdyn.models import jax_model
+
+    objective = {"loss": model.loss_function, "weight_decay": model.weight_decay}
+    if isinstance(model, DeepLinear):
+        return jax_model.jax_deep_linear(model.widths, **objective)
+    if _has_twin(model):
+        return jax_model.jax_one_hidden(model.n_in, model.n_hidden, model.n_out,
+                                        model.activation, model.bias, **objective)  # fmt: skip
+    raise ValueError(f"{type(model).__name__} has no JAX twin")
 
 
 def _jax_schedule(schedule: Schedule, R: int, n: int) -> Schedule:
@@ -458,7 +496,7 @@ def run_sgd(
     X, Y, Theta, theta_ref = _check_run(model, X, Y, theta0, theta_ref, S, sampling)
     basis = _check_basis(basis, model.n_params)
     plan = schedule.plan()
-    used = _engine(model, engine, basis is not None)
+    used = _engine(model, engine, basis is not None, Theta.shape[0] * plan.total_steps)
     lr = float(update.lr)
     if used == "kernel":
         kernel = ModelKernel(X, Y, kernel_spec(model), theta_ref, lr, S, sampling == "with")
