@@ -257,8 +257,10 @@ def test_feng_tu_on_the_output_layer_and_bad_blocks() -> None:
     assert ds["ft_psi_sgd"].attrs["block"] == "output"
     assert int(ds["ft_modes_total"]) <= 15  # (4 + 1) x 3 output weights
     param = next(p for p in EXP.params if p.name == "flatness_block")
-    with pytest.raises(ConfigError, match="flatness_block: 'hidden' is not allowed"):
-        param.check("hidden", "flatness_block")
+    with pytest.raises(ConfigError, match="flatness_block: 'middle' is not allowed"):
+        param.check("middle", "flatness_block")
+    with pytest.raises(ConfigError, match="flatness_block: 'hidden' with moment_modes = 6"):
+        EXP.derive(_params(flatness_block="hidden", moment_modes=6))
     with pytest.raises(ConfigError, match="flatness_block: 'output' with moment_modes = 6"):
         EXP.derive(_params(flatness_block="output", moment_modes=6))
 

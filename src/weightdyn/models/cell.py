@@ -666,22 +666,23 @@ def cell_dataset(
     ds.update(_stationarity(frame.sample(sample), u, cmp.H, progress))
     ds.update(_trace_variables(sim, spectra))
     if params.get("flatness_block"):
-        ds.update(_feng_tu(model, data, cmp, sample, frame, params["flatness_block"], progress))
+        block = params["flatness_block"]
+        ds.update(_feng_tu(model, data, cmp, sample, theta_loc, frame, block, progress))
     ds["status"] = ((), 0, _status_attrs())
     return ds
 
 
 def _feng_tu(
-    model: Model, data: Data, cmp: Comparison, sample: Any, frame: Frame, block: str,
-    progress: Progress,
+    model: Model, data: Data, cmp: Comparison, sample: Any, theta_loc: FloatArray,
+    frame: Frame, block: str, progress: Progress,
 ) -> xr.Dataset:  # fmt: skip
     """Feng & Tu's IVFR on ``block`` (:mod:`weightdyn.models.feng_tu`)."""
     b = feng_tu.block_basis(block, model, cmp.Qr, frame.basis,
                             partial(layer_basis, cmp.M["exact"], cmp.Qr))  # fmt: skip
-    M = feng_tu.theory_covariance(cmp.M)
     result = feng_tu.measurement(
-        model, data.X, data.Y, cmp.theta_bar, cmp.H, M, frame.sample(sample), b
-    )
+        model, data.X, data.Y, (cmp.theta_bar, theta_loc), cmp.H,
+        feng_tu.theory_covariances(cmp.M), frame.sample(sample), b,
+    )  # fmt: skip
     ds = feng_tu.dataset(result, b)
     progress(feng_tu.log_line(ds))
     return ds

@@ -49,7 +49,7 @@ __all__ = [
     "dataset",
     "log_line",
     "measurement",
-    "theory_covariance",
+    "theory_covariances",
 ]
 
 BLOCKS = ("all", "output", "hidden")
@@ -115,43 +115,67 @@ def _group_moments(sample: Any, F: FloatArray) -> FloatArray:
     return np.hstack([m1, m2.reshape(R * B, -1)])
 
 
-def theory_covariance(M: Mapping[str, FloatArray]) -> FloatArray:
-    """The exact linearisation at the SGD mean, or at the local minimum where that has none."""
-    return M["exact_mean"] if np.all(np.isfinite(M["exact_mean"])) else M["exact"]
+def theory_covariances(M: Mapping[str, FloatArray]) -> tuple[FloatArray, FloatArray]:
+    """The exact linearisation at the SGD mean (at the local minimum where the mean has none)
+    and at the local minimum."""
+    mean = M["exact_mean"] if np.all(np.isfinite(M["exact_mean"])) else M["exact"]
+    return mean, M["exact"]
+
+
+def _profiles(
+    model: Model, X: FloatArray, Y: FloatArray, center: FloatArray, block: Block, s_max: float
+) -> Callable[[FloatArray], fl.Flatness]:
+    """``V -> Flatness`` of the full-batch loss about ``center`` along ``block.B V``."""
+    loss: Callable[[FloatArray], float] = partial(model.loss, X, Y)
+    return partial(_widths, loss, center, block.B, s_max)
+
+
+def _widths(
+    loss: Callable[[FloatArray], float], center: FloatArray, B: FloatArray, s_max: float,
+    V: FloatArray,
+) -> fl.Flatness:  # fmt: skip
+    """Widths along the block directions ``V`` (columns in block coordinates)."""
+    return fl.flatness(loss, center, B @ V, s_max=s_max)
+
+
+def _theory(widths: Callable[[FloatArray], fl.Flatness], Hb: FloatArray, Mb: FloatArray) -> dict:
+    """The theory covariance ``Mb`` of the block: its principal variances and directions, the
+    true profiles' widths along them, the quadratic model's widths, psi and the kappa slope."""
+    var, V = fl.principal_fluctuations(0.5 * (Mb + Mb.T))
+    flat = widths(V)
+    kappa = fl.curvature(Hb, V)
+    quad = np.asarray(fl.quadratic_width(flat.loss0, kappa), dtype=float)
+    positive = var > 0
+    return {
+        "variance": var, "width": flat.width, "width_quadratic": quad, "curvature": kappa,
+        "psi": fl.power_law_exponent(var, flat.width, positive)[0],
+        "psi_quadratic": fl.power_law_exponent(var, quad, positive)[0],
+        "slope": fl.ivfr_slope(var, kappa, positive)[0],
+        "not_reached": int((~flat.reached).sum()), "loss0": flat.loss0,
+    }  # fmt: skip
 
 
 def measurement(
-    model: Model, X: FloatArray, Y: FloatArray, theta_bar: FloatArray, H: FloatArray,
-    M_theory: FloatArray, sample: Any, block: Block,
+    model: Model, X: FloatArray, Y: FloatArray, centers: tuple[FloatArray, FloatArray],
+    H: FloatArray, M: tuple[FloatArray, FloatArray], sample: Any, block: Block,
 ) -> dict[str, Any]:  # fmt: skip
-    """Feng & Tu's ``psi`` and paper 000's slope for SGD (``sample`` in the cell's frame; ``H``
-    and ``M_theory`` are in the frame too) and for the theory covariance ``M_theory`` on
-    ``block``; see the module docstring."""
-    loss: Callable[[FloatArray], float] = partial(model.loss, X, Y)
+    """Feng & Tu's ``psi`` and paper 000's slope on ``block`` for SGD (``sample``: its moments
+    in the cell's frame; profiles about the SGD mean) and for the exact linearisation at the SGD
+    mean and at the local minimum (``centers`` = (theta_bar, theta_loc), ``M`` their covariances
+    in the frame, profiles about each centre); ``H`` is the local Hessian in the frame."""
+    theta_bar, theta_loc = centers
     s_max = S_MAX_FACTOR * max(float(np.linalg.norm(theta_bar)), 1.0)
     Hb = block.F.T @ H @ block.F
-
-    def widths(V: FloatArray) -> fl.Flatness:
-        return fl.flatness(loss, theta_bar, block.B @ V, s_max=s_max)
-
+    widths = _profiles(model, X, Y, theta_bar, block, s_max)
     sgd = fl.ivfr_measurement(
         _group_moments(sample, block.F), kind="moments", flatness_along=widths,
         curvature_along=partial(fl.curvature, Hb),
     )  # fmt: skip
-    Mb = block.F.T @ M_theory @ block.F
-    var_t, V_t = fl.principal_fluctuations(0.5 * (Mb + Mb.T))
-    flat_t = widths(V_t)
-    kappa_t = fl.curvature(Hb, V_t)
-    quad_t = np.asarray(fl.quadratic_width(flat_t.loss0, kappa_t), dtype=float)
-    positive = var_t > 0
-    theory = {
-        "variance": var_t, "width": flat_t.width, "width_quadratic": quad_t, "curvature": kappa_t,
-        "psi": fl.power_law_exponent(var_t, flat_t.width, positive)[0],
-        "psi_quadratic": fl.power_law_exponent(var_t, quad_t, positive)[0],
-        "slope": fl.ivfr_slope(var_t, kappa_t, positive)[0],
-        "not_reached": int((~flat_t.reached).sum()),
-    }  # fmt: skip
-    return {"sgd": sgd, "theory": theory, "loss0": flat_t.loss0, "s_max": s_max}
+    at_mean = _theory(widths, Hb, block.F.T @ M[0] @ block.F)
+    at_min = _theory(_profiles(model, X, Y, theta_loc, block, s_max), Hb,
+                     block.F.T @ M[1] @ block.F)  # fmt: skip
+    return {"sgd": sgd, "theory": at_mean, "theory_min": at_min, "loss0": at_mean["loss0"],
+            "s_max": s_max}  # fmt: skip
 
 
 def dataset(result: Mapping[str, Any], block: Block) -> xr.Dataset:
@@ -193,6 +217,12 @@ def dataset(result: Mapping[str, Any], block: Block) -> xr.Dataset:
         "ft_psi_quadratic": (th["psi_quadratic"], "psi of the exact linearisation with quadratic "
                              "profiles (2 / slope where the slope is exact)"),
         "ft_slope_theory": (th["slope"], "kappa-vs-sigma^2 slope of the exact linearisation"),
+        "ft_psi_theory_min": (result["theory_min"]["psi"], "psi of the exact linearisation at "
+                              "the local minimum, true profiles about it"),
+        "ft_psi_quadratic_min": (result["theory_min"]["psi_quadratic"], "psi of the exact "
+                                 "linearisation at the local minimum, quadratic profiles"),
+        "ft_slope_theory_min": (result["theory_min"]["slope"], "kappa-vs-sigma^2 slope of the "
+                                "exact linearisation at the local minimum"),
         "ft_modes_used": (sgd.psi_fit.n_used, "modes in SGD's psi fit"),
         "ft_modes_total": (d, "modes of the block"),
         "ft_not_reached_theory": (th["not_reached"], "theory directions whose profile does not "
