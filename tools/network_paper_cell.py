@@ -9,7 +9,8 @@ point, then the cell's results. The stages: minimum search, Hessian and its eige
 (before "burn-in"), SGD burn-in and sampling with their basin checks, then the theory and the
 statistics (between "sampling" and "tr M").
 
-Usage: ``python tools/network_paper_cell.py [--hidden 50-50] [--moment-modes 500] [--out F.nc]``
+Usage: ``python tools/network_paper_cell.py [--hidden 50-50] [--moment-modes 500] [--loss squared]
+[--flatness-block all] [--out F.nc]``
 """
 
 from __future__ import annotations
@@ -37,15 +38,17 @@ def main() -> None:
     parser.add_argument("--burn-tau", type=float, default=5.0)
     parser.add_argument("--sample-tau", type=float, default=40.0)
     parser.add_argument("--records-per-tau", type=float, default=20.0)
+    parser.add_argument("--loss", default="cross_entropy", choices=("cross_entropy", "squared"))
+    parser.add_argument("--flatness-block", default=None, help="Feng & Tu's IVFR on this block")
     parser.add_argument("--out", default=None, help="write the cell's dataset here")
     args = parser.parse_args()
     exp = ne.EXPERIMENTS["network"]
     params = {p.name: p.default for p in exp.params}
-    params.update(dataset="digits", P=args.P, hidden=args.hidden, loss="cross_entropy",
+    params.update(dataset="digits", P=args.P, hidden=args.hidden, loss=args.loss,
                   weight_decay=args.chi, lr=args.lr, batch_size=args.S, replicas=16,
                   burn_tau=args.burn_tau, sample_tau=args.sample_tau,
                   records_per_tau=args.records_per_tau, moment_modes=args.moment_modes,
-                  max_steps=20_000_000)  # fmt: skip
+                  max_steps=20_000_000, flatness_block=args.flatness_block)  # fmt: skip
     params = exp.derive(params)
     params["data"] = datasets.load(ne.make_data(params))
     t0 = time.perf_counter()
