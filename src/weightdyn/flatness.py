@@ -517,6 +517,32 @@ def _exclusions(
     return out
 
 
+#: what :func:`ivfr_measurement`'s errors include, by ``redo_profiles``
+JACKKNIFED = {
+    True: "jackknife over leave-one-group-out sets: PCA, eigenvalues, profiles along each "
+    "set's own directions and the fits redone",
+    False: "jackknife over leave-one-group-out sets: variances along the full sample's "
+    "directions and the fits redone; widths and curvatures fixed at the full sample's "
+    "directions",
+}
+
+
+def _groups(
+    groups: ArrayLike, kind: str
+) -> tuple[FloatArray, Callable[[FloatArray], FloatArray], int]:
+    """The groups as an array, the map of a group mean to its covariance, and the dimension."""
+    g = np.asarray(groups, dtype=np.float64)
+    if kind == "covariance":
+        if g.ndim != 3 or g.shape[1] != g.shape[2]:
+            raise ValueError(f"group covariances must be (G, d, d), got shape {g.shape}")
+        return g, lambda mean: 0.5 * (mean + mean.T), g.shape[1]
+    if kind == "moments":
+        if g.ndim != 2:
+            raise ValueError(f"group moments must be (G, d + d^2), got shape {g.shape}")
+        return g, covariance_from_moments, covariance_from_moments(g[0]).shape[0]
+    raise ValueError(f"kind must be 'covariance' or 'moments', got {kind!r}")
+
+
 def ivfr_measurement(
     groups: ArrayLike,
     *,
@@ -564,22 +590,7 @@ def ivfr_measurement(
     the fit's ``excluded`` with the reason. Each leave-one-out fit uses those of the same modes
     that are usable in its set (``n_loo_changed`` counts the sets that lost one).
     """
-    g = np.asarray(groups, dtype=np.float64)
-    if kind == "covariance":
-        if g.ndim != 3 or g.shape[1] != g.shape[2]:
-            raise ValueError(f"group covariances must be (G, d, d), got shape {g.shape}")
-        d = g.shape[1]
-
-        def cov_of(mean: FloatArray) -> FloatArray:
-            return 0.5 * (mean + mean.T)
-
-    elif kind == "moments":
-        if g.ndim != 2:
-            raise ValueError(f"group moments must be (G, d + d^2), got shape {g.shape}")
-        cov_of = covariance_from_moments
-        d = covariance_from_moments(g[0]).shape[0]
-    else:
-        raise ValueError(f"kind must be 'covariance' or 'moments', got {kind!r}")
+    g, cov_of, d = _groups(groups, kind)
     k = g.shape[0]
     if k < 2:
         raise ValueError(f"the jackknife needs at least 2 groups, got {k}")
@@ -608,7 +619,7 @@ def ivfr_measurement(
             return full
         C = cov_of(mean)
         if not redo_profiles:
-            return _SetResult(np.einsum("ik,ij,jk->k", P_full, C, P_full), flat_full, curv_full)
+            return _SetResult(np.sum(P_full * (C @ P_full), axis=0), flat_full, curv_full)
         var, P = principal_fluctuations(C)
         return _SetResult(var, *profiles(P))
 
@@ -643,17 +654,6 @@ def ivfr_measurement(
             n_loo_changed=lost["psi" if j == 0 else "slope"],
         )
 
-    if redo_profiles:
-        what = (
-            "jackknife over leave-one-group-out sets: PCA, eigenvalues, profiles along each "
-            "set's own directions and the fits redone"
-        )
-    else:
-        what = (
-            "jackknife over leave-one-group-out sets: variances along the full sample's "
-            "directions and the fits redone; widths and curvatures fixed at the full sample's "
-            "directions"
-        )
     return IVFRMeasurement(
         variance=est[:d],
         variance_se=se[:d],
@@ -664,5 +664,5 @@ def ivfr_measurement(
         slope_fit=None if curv_full is None else fit("slope", 2, use_slope, excl_slope),
         redo_profiles=redo_profiles,
         n_groups=k,
-        jackknifed=what,
+        jackknifed=JACKKNIFED[redo_profiles],
     )
