@@ -283,3 +283,28 @@ def test_the_hidden_to_hidden_block_of_an_mlp() -> None:
                flatness_block="hidden")  # fmt: skip
     assert ne.cell.STATUS[int(ds["status"])] == "ok", ds.attrs.get("failure")
     assert ds["ft_psi_sgd"].attrs["block"] == "hidden" and int(ds["ft_modes_total"]) <= 9
+
+
+def test_feng_tu_on_the_output_layer_is_fig_7a_block_with_widths() -> None:
+    """A deep linear network (depth 2, N_o = 1: paper 000 Eq. 73's case): Feng & Tu's output
+    block is the cell's Fig. 7a block (the fluctuations projected on range(H) first: SGD
+    diffuses freely along the GL(N_h) null space), so its kappa slope is the cell's
+    layer_ivfr_slope, for SGD and the theory at the minimum; the profiles there are quadratic
+    over the measured width, where psi = 2 / slope (psi = 2 at Eq. 73's slope 1)."""
+    from weightdyn.models.experiment import EXPERIMENTS
+
+    exp = EXPERIMENTS["deep_linear"]
+    params = {p.name: p.default for p in exp.params}
+    params.update(N_i=6, N_o=1, width=4, depth=2, P=120, lr=0.01, batch_size=10, replicas=8,
+                  flatness_block="output")  # fmt: skip
+    ds = exp.run_cell(exp.derive(params), lambda line: None)
+    for who, layer in (("sgd", "sgd"), ("theory_min", "exact")):
+        assert float(ds[f"ft_slope_{who}"]) == pytest.approx(
+            float(ds[f"layer_ivfr_slope_{layer}"]), rel=1e-9
+        )
+    ratio = ds["ft_width_theory"].values / ds["ft_width_quadratic"].values
+    np.testing.assert_allclose(ratio, 1.0, atol=0.05)  # quadratic over the width (measured 0.02)
+    psi_from_slope = 2 / float(ds["ft_slope_theory"])
+    assert float(ds["ft_psi_quadratic"]) == pytest.approx(psi_from_slope, rel=0.1)
+    z = (float(ds["ft_psi_sgd"]) - float(ds["ft_psi_theory"])) / float(ds["ft_psi_sgd_se"])
+    assert abs(z) < 4

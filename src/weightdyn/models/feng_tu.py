@@ -63,10 +63,15 @@ SOURCE = "Feng & Tu (PNAS 2021); paper 000 Eq. 73, Fig. 7a"
 
 @dataclass(frozen=True)
 class Block:
-    """A block of parameters: orthonormal columns ``B`` (n, d) in ``theta``'s coordinates, and the
-    maps of the cell's frame coordinates onto it (``F`` (k, d): ``y_block = F^T y_frame``)."""
+    """A block of parameters: its orthonormal directions ``G`` (k, d) in the cell's frame and
+    ``B`` (n, d) in ``theta``'s (the profiles and the curvature ``G^T H G`` are taken along
+    them), and ``F`` (k, d), the map of the frame's fluctuations onto the block
+    (``y_block = F^T y_frame``: for a layer, the fluctuations projected on the fluctuating part
+    of ``range(H)`` first, as :func:`weightdyn.models.cell.layer_spectrum` does; along the null
+    space of a deep linear network SGD diffuses without restoring force)."""
 
     name: str
+    G: FloatArray
     B: FloatArray
     F: FloatArray
 
@@ -92,7 +97,7 @@ def block_basis(
     (:func:`weightdyn.models.cell.layer_basis`)."""
     if name == "all":
         B = Qr if frame_basis is None else frame_basis @ Qr
-        return Block(name, B, Qr)
+        return Block(name, Qr, B, Qr)
     if name not in BLOCKS:
         raise ValueError(f"flatness_block: {name!r} is not allowed; allowed: {', '.join(BLOCKS)}")
     if frame_basis is not None:
@@ -103,7 +108,7 @@ def block_basis(
     layer = model.last_layer if name == "output" else hidden_weights(model)
     part = coordinates(layer)
     E = np.eye(model.n_params)[:, part] if isinstance(part, slice) else part
-    return Block(name, E, E)
+    return Block(name, E, E, Qr @ (Qr.T @ E))
 
 
 def _group_moments(sample: Any, F: FloatArray) -> FloatArray:
@@ -165,7 +170,7 @@ def measurement(
     in the frame, profiles about each centre); ``H`` is the local Hessian in the frame."""
     theta_bar, theta_loc = centers
     s_max = S_MAX_FACTOR * max(float(np.linalg.norm(theta_bar)), 1.0)
-    Hb = block.F.T @ H @ block.F
+    Hb = block.G.T @ H @ block.G
     widths = _profiles(model, X, Y, theta_bar, block, s_max)
     sgd = fl.ivfr_measurement(
         _group_moments(sample, block.F), kind="moments", flatness_along=widths,
