@@ -271,24 +271,32 @@ def feng_tu(ds: xr.Dataset) -> plt.Figure:
     """The IVFR as Feng & Tu measured it (left: variance ``sigma_i^2`` along the principal
     directions against the full width ``F_i`` of the loss profile at ``e L_0``, log-log, with
     the fitted ``sigma^2 ~ F^-psi``) beside paper 000's form (right: curvature ``kappa_i``
-    against ``sigma_i^2``, Eq. 73, Fig. 7a); symbols SGD (+-1 s.e. in sigma^2), crosses the
-    exact linearisation at the SGD mean with the true profiles, one colour per cell."""
+    against ``sigma_i^2``, Eq. 73, Fig. 7a); circles SGD (+-1 s.e. in sigma^2), crosses the
+    exact linearisation at the SGD mean with the true profiles, one colour per cell; the
+    legends below the panels give each cell's psi and slope."""
     if (fig := _no_cells(ds)) is not None:
         return fig
     cells = [c for c in cells_of(ds) if "ft_psi_sgd" in c]
     if not cells:
-        return _message("no cell measured Feng & Tu's IVFR:\nset flatness_block (all or "
-                        "output) in the sweep")  # fmt: skip
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11.0, 4.6), layout="constrained")
+        return _message("no cell measured Feng & Tu's IVFR:\nset flatness_block (all, output "
+                        "or hidden) in the sweep")  # fmt: skip
+    rows = len(cells) + 1
+    fig, axes = plt.subplots(2, 2, figsize=(11.0, 4.2 + 0.17 * rows), layout="constrained",
+                             height_ratios=(4.0, 0.17 * rows + 0.2))  # fmt: skip
+    (left, right), (leg_left, leg_right) = axes
     for k, c in enumerate(cells):
         _feng_tu_cell(left, right, c, f"C{k % 10}", _label(c, cells))
-    for ax in (left, right):
+    for ax, leg in ((left, leg_left), (right, leg_right)):
+        ax.plot([], [], "x", color="0.3", ms=3.5, label=r"exact linearisation at $\bar\theta$ "
+                "(Eq. 29), true profiles")  # fmt: skip
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.autoscale_view()
         for axis in (ax.xaxis, ax.yaxis):
             _log_labels(axis)
-        ax.legend(frameon=False, fontsize=6.5, loc="upper center", bbox_to_anchor=(0.5, -0.14))
+        leg.set_axis_off()
+        leg.legend(*ax.get_legend_handles_labels(), frameon=False, fontsize=6.5,
+                   loc="upper center")  # fmt: skip
     left.set_xlabel(r"flatness $F_i$ (full width of $L(\bar\theta + s\,p_i)$ at $e L_0$)")
     left.set_ylabel(r"variance $\sigma_i^2$ along $p_i$")
     right.set_xlabel(r"variance $\sigma_i^2$")
@@ -305,18 +313,17 @@ def feng_tu(ds: xr.Dataset) -> plt.Figure:
 
 
 def _feng_tu_cell(left, right, c: xr.Dataset, color: str, text: str) -> None:
-    """One cell's SGD and theory points and fits on the two :func:`feng_tu` panels."""
+    """One cell's SGD and theory points, its fit and one legend entry per panel."""
     var, se = c["ft_var_sgd"].values, c["ft_var_sgd_se"].values
     width, curv = c["ft_width_sgd"].values, c["ft_curv_sgd"].values
     psi, psi_se = float(c["ft_psi_sgd"]), float(c["ft_psi_sgd_se"])
     lead = f"{text}: " if text else ""
     errorbar(left, width, var, yerr=se, fmt="o", color=color, mfc="none", **SIM,
-             label=rf"{lead}SGD, $\psi$ = {psi:.2f} $\pm$ {psi_se:.2g} "
-             f"({int(c['ft_modes_used'])} of {int(c['ft_modes_total'])} modes)")  # fmt: skip
-    left.plot(c["ft_width_theory"].values, c["ft_var_theory"].values, "x", color=color, ms=3.5,
-              label=rf"{lead}exact linearisation at $\bar\theta$, $\psi$ = "
-              f"{float(c['ft_psi_theory']):.2f} (quadratic profiles: "
-              f"{float(c['ft_psi_quadratic']):.2f})")  # fmt: skip
+             label=rf"{lead}$\psi$ SGD {psi:.2f} $\pm$ {psi_se:.2g} "
+             f"({int(c['ft_modes_used'])} of {int(c['ft_modes_total'])} modes), theory "
+             f"{float(c['ft_psi_theory']):.2f} (quadratic profiles "
+             f"{float(c['ft_psi_quadratic']):.2f})")  # fmt: skip
+    left.plot(c["ft_width_theory"].values, c["ft_var_theory"].values, "x", color=color, ms=3.5)
     ok = np.isfinite(width) & (var > 0)
     if ok.sum() >= 2:
         F = np.geomspace(width[ok].min(), width[ok].max(), 20)
@@ -324,15 +331,9 @@ def _feng_tu_cell(left, right, c: xr.Dataset, color: str, text: str) -> None:
         left.plot(F, np.exp(a - psi * np.log(F)), "-", color=color, lw=0.7)
     slope, slope_se = float(c["ft_slope_sgd"]), float(c["ft_slope_sgd_se"])
     errorbar(right, var, curv, xerr=se, fmt="o", color=color, mfc="none", **SIM,
-             label=rf"{lead}SGD, slope {slope:.2f} $\pm$ {slope_se:.2g}")  # fmt: skip
-    right.plot(
-        c["ft_var_theory"].values,
-        c["ft_curv_theory"].values,
-        "x",
-        color=color,
-        ms=3.5,
-        label=f"{lead}exact linearisation, slope {float(c['ft_slope_theory']):.2f}",
-    )
+             label=rf"{lead}slope SGD {slope:.2f} $\pm$ {slope_se:.2g}, theory "
+             f"{float(c['ft_slope_theory']):.2f}")  # fmt: skip
+    right.plot(c["ft_var_theory"].values, c["ft_curv_theory"].values, "x", color=color, ms=3.5)
 
 
 # -------------------------------------------------------------------------------- trace
