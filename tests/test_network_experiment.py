@@ -308,3 +308,20 @@ def test_feng_tu_on_the_output_layer_is_fig_7a_block_with_widths() -> None:
     assert float(ds["ft_psi_quadratic"]) == pytest.approx(psi_from_slope, rel=0.1)
     z = (float(ds["ft_psi_sgd"]) - float(ds["ft_psi_theory"])) / float(ds["ft_psi_sgd_se"])
     assert abs(z) < 4
+
+
+def test_moments_in_a_block_of_coordinates_give_feng_and_tus_block() -> None:
+    """``moment_block: hidden`` records only the hidden-to-hidden weights (k = 3 x 3), runs as
+    long as all of range(H) needs and solves the theories on all of it before compressing them:
+    Feng & Tu's theory at the minimum on that frame equals the full cell's hidden block."""
+    kw = {"loss": "cross_entropy", "weight_decay": 0.01, "lr": 0.05, "hidden": "3-3"}
+    full = _cell(**kw, flatness_block="hidden")
+    block = _cell(**kw, moment_block="hidden", flatness_block="all")
+    assert ne.cell.STATUS[int(block["status"])] == "ok", block.attrs.get("failure")
+    assert int(block["moment_modes"]) == 9
+    assert float(block["tau_sampled"]) == pytest.approx(float(block["tau_slow"]), rel=1e-12)
+    assert int(block["ft_modes_total"]) == int(full["ft_modes_total"])
+    for name in ("ft_psi_theory_min", "ft_slope_theory_min", "ft_psi_quadratic_min"):
+        assert float(block[name]) == pytest.approx(float(full[name]), rel=1e-6), name
+    with pytest.raises(ConfigError, match="moment_block: 'hidden' with moment_modes = 4"):
+        EXP.derive(_params(moment_block="hidden", moment_modes=4))

@@ -228,7 +228,7 @@ def start_extra_tau(
 
 
 #: settings that enter SGD's seed only where given (cells without them keep their old streams)
-OPTIONAL_SETTINGS = ("moment_modes", "flatness_block")
+OPTIONAL_SETTINGS = ("moment_modes", "moment_block", "flatness_block")
 
 
 def _sgd_keys(params: Mapping[str, Any]) -> dict[str, Any]:
@@ -573,11 +573,18 @@ def _mean_shift(model: Model, data: Data, th: dict, theta_loc: FloatArray,
 @dataclass(frozen=True)
 class Frame:
     """The coordinates a cell's covariances are compared in: all of ``theta`` (``basis`` None)
-    or ``y = basis^T theta`` (setting ``moment_modes`` = k: the k stiffest Hessian modes at
-    ``theta*``, :func:`moment_frame`; SGD then records k^2 second moments per block, not n^2,
-    and runs as long as the slowest of those modes needs)."""
+    or ``y = basis^T theta``. SGD then records k^2 second moments per block, not n^2
+    (:func:`moment_frame`):
+
+    * setting ``moment_modes`` = k: the k stiffest Hessian modes at ``theta*`` (``invariant``:
+      they span an invariant subspace of ``H``, so the run need only resolve the slowest of
+      them and a theory may be solved in the frame);
+    * setting ``moment_block``: a block of coordinates (the output layer, or an MLP's
+      hidden-to-hidden weights). Not invariant: the run resolves all of ``range(H)`` and the
+      theories are solved on all of it, then compressed to the block."""
 
     basis: FloatArray | None = None
+    invariant: bool = True
 
     def matrix(self, A: FloatArray) -> FloatArray:
         """``A`` (n, n) in the frame."""
@@ -592,22 +599,29 @@ class Frame:
         return Q if self.basis is None else self.basis @ Q
 
     def range_basis(self, info: theory.RangeInfo) -> FloatArray:
-        """``range(H)`` in the frame (the basis modes lie in it)."""
+        """``range(H)`` in the frame (the frame's own coordinates where it is reduced: its
+        Hessian modes lie in the range; a block is taken whole)."""
         return info.Q if self.basis is None else np.eye(self.basis.shape[1])
 
 
-def moment_frame(info: theory.RangeInfo, k: int | None) -> Frame:
-    """:class:`Frame` of the ``k`` stiffest modes of ``H`` (``info``; all of ``theta`` where
-    ``k`` is None or covers ``range(H)``)."""
+def moment_frame(info: theory.RangeInfo, model: Model, params: Mapping[str, Any]) -> Frame:
+    """:class:`Frame` of the settings ``moment_modes`` (the k stiffest modes of ``H``,
+    ``info``; all of ``theta`` where k covers ``range(H)``) or ``moment_block``; all of
+    ``theta`` without them."""
+    block = params.get("moment_block")
+    if block is not None:
+        coords = model.last_layer if block == "output" else feng_tu.hidden_weights(model)
+        return Frame(np.ascontiguousarray(np.eye(model.n_params)[:, coords]), invariant=False)
+    k = params.get("moment_modes")
     if k is None or k >= info.rank:
         return Frame()
     return Frame(np.ascontiguousarray(info.Q[:, -int(k) :]))
 
 
 def _run_tau(info: theory.RangeInfo, frame: Frame, lr: float) -> float:
-    """The slowest relaxation time the run must resolve: of ``range(H)``, or of the frame's
-    slowest mode."""
-    if frame.basis is None:
+    """The slowest relaxation time the run must resolve: of ``range(H)``, or of the slowest
+    Hessian mode of an invariant frame."""
+    if frame.basis is None or not frame.invariant:
         return relaxation_steps(info, lr)[0]
     return 1.0 / (lr * info.omega[-frame.basis.shape[1]])
 
@@ -637,7 +651,7 @@ def cell_dataset(
     except ValueError as err:
         raise CellFailed("lr_unstable", str(err)) from None
     tau_star, tau_fast = relaxation_steps(info_star, params["lr"])
-    frame = moment_frame(info_star, params.get("moment_modes"))
+    frame = moment_frame(info_star, model, params)
     tau = _run_tau(info_star, frame, params["lr"])
     _check_run_length(tau, info_star, params)
     begin = start.theta0 if params["init"] == "random" else theta_star
@@ -715,8 +729,13 @@ def compare(
     Qr = fluctuating_basis(frame.range_basis(th["local"].info), M["exact"])
     Hr = Qr.T @ H @ Qr
     theta_bar = sgd_mean(sample, theta_loc)
-    at_mean = _theories_at_mean(model, data, theta_bar, frame.full(Qr), params)
-    M.update({name: Qr @ m @ Qr.T for name, m in at_mean.items()})
+    if frame.invariant:
+        at_mean = _theories_at_mean(model, data, theta_bar, frame.full(Qr), params)
+        M.update({name: Qr @ m @ Qr.T for name, m in at_mean.items()})
+    else:  # a block: solved on all of range(H), then compressed
+        Q = th["local"].info.Q
+        at_mean = _theories_at_mean(model, data, theta_bar, Q, params)
+        M.update({name: frame.matrix(Q @ m @ Q.T) for name, m in at_mean.items()})
     layer = model.last_layer if frame.basis is None else None
     if layer is not None:
         layer = layer_basis(M["exact"], Qr, layer)

@@ -80,6 +80,9 @@ COMMON = (
     Param("moment_modes", int, None, "record SGD's covariance in the k stiffest Hessian modes "
           "at theta* only (k^2 floats per block instead of n^2; the run resolves the slowest "
           "of them; no output-layer IVFR); absent: all of range(H)", minimum=1),
+    Param("moment_block", str, None, "record SGD's covariance in this block of coordinates "
+          "only: 'output' (the output layer) or 'hidden' (an MLP's hidden-to-hidden weights); "
+          "the run resolves all of range(H); absent: all of theta", allowed=("output", "hidden")),
     Param("flatness_block", str, None, "measure Feng & Tu's IVFR (variance against the width "
           "of the loss profile at e L_0) on this block: 'all' (the fluctuating part of the "
           "frame), 'output' (the output layer) or 'hidden' (the weights between the first two "
@@ -161,13 +164,18 @@ def derive(params: dict[str, Any]) -> dict[str, Any]:
 
 
 def check_frame_settings(params: Mapping[str, Any]) -> None:
-    """``flatness_block: output`` or ``hidden`` needs all of theta recorded (no
-    ``moment_modes``)."""
-    block = params.get("flatness_block")
-    if block in ("output", "hidden") and params.get("moment_modes") is not None:
+    """At most one of ``moment_modes`` and ``moment_block``; ``flatness_block: output`` or
+    ``hidden`` needs all of theta recorded (with a reduced frame the frame is the block:
+    ``all``)."""
+    block, modes = params.get("flatness_block"), params.get("moment_modes")
+    if params.get("moment_block") is not None and modes is not None:
+        raise ConfigError(f"moment_block: {params['moment_block']!r} with moment_modes = "
+                          f"{modes}; allowed: one of them")  # fmt: skip
+    reduced = modes is not None or params.get("moment_block") is not None
+    if block in ("output", "hidden") and reduced:
         raise ConfigError(
-            f"flatness_block: {block!r} with moment_modes = {params['moment_modes']} (the "
-            "frame of the stiffest modes holds no layer's coordinates); allowed there: 'all'"
+            f"flatness_block: {block!r} with a reduced frame (moment_modes or moment_block: "
+            "the recorded frame is the block); allowed there: 'all'"
         )
 
 

@@ -49,7 +49,7 @@ ENGINES = ("auto", "jax", "kernel", "numpy")
 _SHARED = (
     "init", "init_scale", "lr", "batch_size", "sampling", "data_seed", "replicas", "burn_tau",
     "sample_tau", "records_per_tau", "n_blocks", "max_steps", "gtol", "moment_modes",
-    "flatness_block",
+    "moment_block", "flatness_block",
 )  # fmt: skip
 # fmt: off
 DATA = (
@@ -214,27 +214,41 @@ BUNDLED_DIMS = {"digits": (64, 10), "breast_cancer": (30, 2), "wine": (13, 3), "
                 "diabetes": (10, 1)}  # fmt: skip
 
 
-def _n_params(params: Params) -> int | None:
-    """The built-in MLP's parameter count on a bundled set (None where it is not known before
-    the data: a user's file or network)."""
+def _widths(params: Params) -> tuple[int, ...] | None:
+    """The built-in MLP's widths on a bundled set (None where they are not known before the
+    data: a user's file or network)."""
     dims = BUNDLED_DIMS.get(params["dataset"])
     if dims is None or "hidden" not in params:
         return None
-    widths = (dims[0], *parse_hidden(params["hidden"]), dims[1])
-    return sum((a + 1) * b for a, b in pairwise(widths))
+    return (dims[0], *parse_hidden(params["hidden"]), dims[1])
+
+
+def _frame_dim(widths: tuple[int, ...], params: Params) -> int:
+    """The dimension SGD's second moments are recorded in (``moment_modes``, the
+    ``moment_block``'s size, or all parameters)."""
+    n = sum((a + 1) * b for a, b in pairwise(widths))
+    block = params.get("moment_block")
+    if block == "output":
+        return (widths[-2] + 1) * widths[-1]
+    if block == "hidden" and len(widths) > 3:
+        return widths[1] * widths[2]
+    return min(n, params.get("moment_modes") or n)
 
 
 def _resources(params: Params, attempt: int) -> dict[str, int]:
     """1 GB and six times the moment sums (``replicas n_blocks k^2`` floats, ``k`` the
-    parameter count or ``moment_modes``): measured 1.0 GB at n = 193 and 12.4 GB at n = 1482
-    (16 replicas x 8 blocks; the sums, their jackknife copies and the theory's n x n
-    matrices); 4 GB where n is not known; doubled per attempt."""
-    n = _n_params(params)
-    if n is None:
+    dimension of the recorded frame, :func:`_frame_dim`): measured 1.0 GB at n = 193 and 12.4
+    GB at n = 1482 (16 replicas x 8 blocks; the sums, their jackknife copies and the theory's
+    n x n matrices), and 12.4 GB at n = 6310 with k = 500 (the theory's n x n matrices: 40 of
+    them are counted); 4 GB where n is not known; doubled per attempt."""
+    widths = _widths(params)
+    if widths is None:
         return {"mem_mb": 4000 * attempt, "runtime": 120 * attempt}
-    k = min(n, params.get("moment_modes") or n)
+    n = sum((a + 1) * b for a, b in pairwise(widths))
+    k = _frame_dim(widths, params)
     sums_mb = 8 * params["replicas"] * params["n_blocks"] * k * k / 1e6
-    return {"mem_mb": int(1000 + 6 * sums_mb) * attempt, "runtime": 120 * attempt}
+    theory_mb = 40 * 8 * n * n / 1e6
+    return {"mem_mb": int(1000 + 6 * sums_mb + theory_mb) * attempt, "runtime": 120 * attempt}
 
 
 def network_experiment(
