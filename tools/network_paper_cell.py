@@ -34,7 +34,10 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=0.1)
     parser.add_argument("--P", type=int, default=1000)
     parser.add_argument("--S", type=int, default=32)
-    parser.add_argument("--moment-modes", type=int, default=500)
+    parser.add_argument("--moment-modes", type=int, default=500, help="0: none")
+    parser.add_argument("--moment-block", default=None, choices=("output", "hidden"))
+    parser.add_argument("--replicas", type=int, default=16)
+    parser.add_argument("--n-blocks", type=int, default=8)
     parser.add_argument("--burn-tau", type=float, default=5.0)
     parser.add_argument("--sample-tau", type=float, default=40.0)
     parser.add_argument("--records-per-tau", type=float, default=20.0)
@@ -45,9 +48,10 @@ def main() -> None:
     exp = ne.EXPERIMENTS["network"]
     params = {p.name: p.default for p in exp.params}
     params.update(dataset="digits", P=args.P, hidden=args.hidden, loss=args.loss,
-                  weight_decay=args.chi, lr=args.lr, batch_size=args.S, replicas=16,
+                  weight_decay=args.chi, lr=args.lr, batch_size=args.S, replicas=args.replicas,
+                  n_blocks=args.n_blocks, moment_block=args.moment_block,
                   burn_tau=args.burn_tau, sample_tau=args.sample_tau,
-                  records_per_tau=args.records_per_tau, moment_modes=args.moment_modes,
+                  records_per_tau=args.records_per_tau, moment_modes=args.moment_modes or None,
                   max_steps=20_000_000, flatness_block=args.flatness_block)  # fmt: skip
     params = exp.derive(params)
     params["data"] = datasets.load(ne.make_data(params))
