@@ -263,6 +263,8 @@ def test_feng_tu_on_the_output_layer_and_bad_blocks() -> None:
         EXP.derive(_params(flatness_block="hidden", moment_modes=6))
     with pytest.raises(ConfigError, match="flatness_block: 'output' with moment_modes = 6"):
         EXP.derive(_params(flatness_block="output", moment_modes=6))
+    with pytest.raises(ConfigError, match="flatness_block: 'output' with moment_block = 'hidden'"):
+        EXP.derive(_params(flatness_block="output", moment_block="hidden"))
 
 
 def test_the_hidden_to_hidden_block_of_an_mlp() -> None:

@@ -171,11 +171,14 @@ def check_frame_settings(params: Mapping[str, Any]) -> None:
     if params.get("moment_block") is not None and modes is not None:
         raise ConfigError(f"moment_block: {params['moment_block']!r} with moment_modes = "
                           f"{modes}; allowed: one of them")  # fmt: skip
-    reduced = modes is not None or params.get("moment_block") is not None
+    frame_block = params.get("moment_block")
+    reduced = f"moment_modes = {modes}" if modes is not None else None
+    if frame_block is not None:
+        reduced = f"moment_block = {frame_block!r}"
     if block in ("output", "hidden") and reduced:
         raise ConfigError(
-            f"flatness_block: {block!r} with a reduced frame (moment_modes or moment_block: "
-            "the recorded frame is the block); allowed there: 'all'"
+            f"flatness_block: {block!r} with {reduced} (only that frame is recorded: it is the "
+            "block); allowed there: 'all'"
         )
 
 
