@@ -264,7 +264,11 @@ def test_feng_tu_on_the_output_layer_and_bad_blocks() -> None:
     with pytest.raises(ConfigError, match="flatness_block: 'output' with moment_modes = 6"):
         EXP.derive(_params(flatness_block="output", moment_modes=6))
     with pytest.raises(ConfigError, match="flatness_block: 'output' with moment_block = 'hidden'"):
-        EXP.derive(_params(flatness_block="output", moment_block="hidden"))
+        EXP.derive(_params(flatness_block="output", moment_block="hidden", hidden="3-3"))
+    with pytest.raises(ConfigError, match="flatness_block: 'hidden' needs an MLP with at least"):
+        EXP.derive(_params(flatness_block="hidden"))  # hidden: "4", one hidden layer
+    with pytest.raises(ConfigError, match="moment_block: 'hidden' needs an MLP with at least"):
+        EXP.derive(_params(moment_block="hidden", flatness_block="all"))
 
 
 def test_the_hidden_to_hidden_block_of_an_mlp() -> None:

@@ -164,9 +164,10 @@ def derive(params: dict[str, Any]) -> dict[str, Any]:
 
 
 def check_frame_settings(params: Mapping[str, Any]) -> None:
-    """At most one of ``moment_modes`` and ``moment_block``; ``flatness_block: output`` or
-    ``hidden`` needs all of theta recorded (with a reduced frame the frame is the block:
-    ``all``)."""
+    """At most one of ``moment_modes`` and ``moment_block``; a ``hidden`` block needs an MLP
+    with two hidden layers (``n_hidden_layers``, which the network experiment passes);
+    ``flatness_block: output`` or ``hidden`` needs all of theta recorded (with a reduced frame
+    the frame is the block: ``all``)."""
     block, modes = params.get("flatness_block"), params.get("moment_modes")
     if params.get("moment_block") is not None and modes is not None:
         raise ConfigError(f"moment_block: {params['moment_block']!r} with moment_modes = "
@@ -179,6 +180,12 @@ def check_frame_settings(params: Mapping[str, Any]) -> None:
         raise ConfigError(
             f"flatness_block: {block!r} with {reduced} (only that frame is recorded: it is the "
             "block); allowed there: 'all'"
+        )
+    if "hidden" in (block, frame_block) and params.get("n_hidden_layers", 0) < 2:
+        raise ConfigError(
+            f"{'flatness_block' if block == 'hidden' else 'moment_block'}: 'hidden' needs an "
+            "MLP with at least two hidden layers (a hidden-to-hidden weight matrix: the "
+            "network experiment's hidden: 'a-b'); allowed here: 'all' or 'output'"
         )
 
 

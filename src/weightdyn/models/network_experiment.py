@@ -143,7 +143,8 @@ def derive(params: dict[str, Any]) -> dict[str, Any]:
             f"batch_size: {params['batch_size']} exceeds P = {params['P']}; allowed: "
             "1 <= batch_size <= P"
         )
-    check_frame_settings(params)
+    layers = len(parse_hidden(params["hidden"])) if "hidden" in params else 2  # a user's: trust
+    check_frame_settings({**params, "n_hidden_layers": layers})
     params["data_version"] = _data_version(name, path)
     return params
 
