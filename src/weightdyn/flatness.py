@@ -543,6 +543,49 @@ def _groups(
     raise ValueError(f"kind must be 'covariance' or 'moments', got {kind!r}")
 
 
+def _resolved_mask(resolved: ArrayLike | None, d: int) -> BoolArray:
+    """The caller's mask of resolved modes (all where None), checked against ``d``."""
+    ok = np.ones(d, dtype=bool) if resolved is None else np.asarray(resolved, dtype=bool)
+    if ok.shape != (d,):
+        raise ValueError(f"resolved must have shape ({d},), got {ok.shape}")
+    return ok
+
+
+def _fit_row(
+    res: _SetResult, use_psi: BoolArray, use_slope: BoolArray, lost: dict[str, int]
+) -> FloatArray:
+    """One jackknife set's ``[variances, psi, intercept, slope, intercept]`` (NaN for a fit
+    without its profiles), fitted on the full sample's usable modes that are usable in this
+    set too; ``lost`` counts the sets where that dropped a mode."""
+    psi = slope = (math.nan, math.nan)
+    if res.flat is not None:
+        use = use_psi & _usable(res.variance, res.flat.width, None)
+        lost["psi"] += bool((use != use_psi).any())
+        psi = power_law_exponent(res.variance, res.flat.width, use)
+    if res.curv is not None:
+        use = use_slope & _usable(res.variance, res.curv, None)
+        lost["slope"] += bool((use != use_slope).any())
+        slope = ivfr_slope(res.variance, res.curv, use)
+    return np.concatenate([res.variance, psi, slope])
+
+
+def _power_law_fit(
+    name: str, est: FloatArray, se: FloatArray, use: BoolArray, excl: dict[int, str], lost: int
+) -> PowerLawFit:
+    """A :class:`PowerLawFit` from the jackknife's (value, intercept) estimates and errors."""
+    return PowerLawFit(
+        name=name,
+        value=float(est[0]),
+        se=float(se[0]),
+        intercept=float(est[1]),
+        intercept_se=float(se[1]),
+        modes=np.flatnonzero(use),
+        excluded=excl,
+        n_total=use.size,
+        n_loo_changed=lost,
+    )
+
+
 def ivfr_measurement(
     groups: ArrayLike,
     *,
@@ -594,9 +637,7 @@ def ivfr_measurement(
     k = g.shape[0]
     if k < 2:
         raise ValueError(f"the jackknife needs at least 2 groups, got {k}")
-    ok = np.ones(d, dtype=bool) if resolved is None else np.asarray(resolved, dtype=bool)
-    if ok.shape != (d,):
-        raise ValueError(f"resolved must have shape ({d},), got {ok.shape}")
+    ok = _resolved_mask(resolved, d)
 
     def profiles(P: FloatArray) -> tuple[Flatness | None, FloatArray | None]:
         flat = None if flatness_along is None else flatness_along(P)
@@ -624,35 +665,13 @@ def ivfr_measurement(
         return _SetResult(var, *profiles(P))
 
     def estimator(means: FloatArray) -> FloatArray:
-        rows = []
-        for mean in means:
-            res = one_set(mean)
-            psi = slope = (math.nan, math.nan)
-            if res.flat is not None:
-                use = use_psi & _usable(res.variance, res.flat.width, None)
-                lost["psi"] += bool((use != use_psi).any())
-                psi = power_law_exponent(res.variance, res.flat.width, use)
-            if res.curv is not None:
-                use = use_slope & _usable(res.variance, res.curv, None)
-                lost["slope"] += bool((use != use_slope).any())
-                slope = ivfr_slope(res.variance, res.curv, use)
-            rows.append(np.concatenate([res.variance, psi, slope]))
-        return np.array(rows)
+        return np.array([_fit_row(one_set(mean), use_psi, use_slope, lost) for mean in means])
 
     est, se = jackknife_of_mean(estimator, g)
 
     def fit(name: str, j: int, use: BoolArray, excl: dict[int, str]) -> PowerLawFit:
-        return PowerLawFit(
-            name=name,
-            value=float(est[d + j]),
-            se=float(se[d + j]),
-            intercept=float(est[d + j + 1]),
-            intercept_se=float(se[d + j + 1]),
-            modes=np.flatnonzero(use),
-            excluded=excl,
-            n_total=d,
-            n_loo_changed=lost["psi" if j == 0 else "slope"],
-        )
+        return _power_law_fit(name, est[d + j : d + j + 2], se[d + j : d + j + 2], use, excl,
+                              lost[name])  # fmt: skip
 
     return IVFRMeasurement(
         variance=est[:d],
