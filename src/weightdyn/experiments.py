@@ -360,6 +360,8 @@ REGISTRY: dict[str, str] = {
     "perturbation": "weightdyn.single_layer.dynamics_experiments",
     "table1": "weightdyn.single_layer.dynamics_experiments",
     "gbm": "weightdyn.single_layer.dynamics_experiments",
+    # paper 000, App. B: SGD as a Bayesian sampler
+    "bayes_sampler": "weightdyn.single_layer.bayes_experiment",
     # paper 000, Sec. III: two-layer linear network
     "two_layer": "weightdyn.two_layer.experiment",
     # beyond paper 000 (App. A): deep linear and one-hidden-layer networks

@@ -220,7 +220,7 @@ def _sym_index(N: int) -> tuple[NDArray[np.int64], NDArray[np.int64], FloatArray
 
 def _on_symmetric(A: FloatArray) -> FloatArray:
     """``U^T A U`` for a map ``A`` of row-major ``vec(M)`` that preserves symmetry."""
-    a, b, w = _sym_index(int(round(np.sqrt(A.shape[0]))))
+    a, b, w = _sym_index(round(np.sqrt(A.shape[0])))
     AU = (A[:, a] + A[:, b]) * w
     return (AU[a] + AU[b]) * w[:, None]
 
@@ -254,13 +254,13 @@ def max_stable_lr(problem: Problem, Lam: ArrayLike | None = None) -> float:
     self-adjoint and positive, and (as for plain SGD, :func:`~weightdyn.single_layer.theory.
     max_stable_lr_second_moment`) the limit is ``1 / mu_max`` with ``mu_max`` the largest
     eigenvalue of ``L^{-1/2} F L^{-1/2}`` on symmetric matrices, ``L = Kt (x) 1 + 1 (x) Kt``,
-    ``F = E[Kt_B (x) Kt_B]``, ``Kt = Lam^{1/2} K Lam^{1/2}``. Otherwise the radius is found by
-    bisection. The injected noise does not change the limit (it is additive)."""
+    ``F = E[Kt_B (x) Kt_B]``, ``Kt = Lam^{1/2} K Lam^{1/2}``. Otherwise see
+    :func:`_nonsymmetric_limit`. The injected noise does not change the limit (it is additive)."""
     N = problem.N
     if Lam is not None:
         Lam = np.asarray(Lam, dtype=float)
         if not np.allclose(Lam, Lam.T, rtol=0, atol=1e-12 * np.abs(Lam).max()):
-            return _bisect_limit(problem, check_preconditioner(Lam, N, symmetric=False))
+            return _nonsymmetric_limit(problem, check_preconditioner(Lam, N, symmetric=False))
     root = np.eye(N) if Lam is None else _sqrtm_spd(check_preconditioner(Lam, N))
     omega, Q = np.linalg.eigh(root @ problem.K @ root)
     B = root @ Q  # d = B u in the eigenframe of Kt
@@ -271,20 +271,20 @@ def max_stable_lr(problem: Problem, Lam: ArrayLike | None = None) -> float:
     return float(1.0 / np.linalg.eigvalsh(0.5 * (S + S.T))[-1])
 
 
-def _bisect_limit(problem: Problem, Lam: FloatArray) -> float:
-    """Bisection on the spectral radius for a non-symmetric ``Lam`` (relative 1e-10)."""
-    lo, hi = 0.0, 2.0 / float(np.linalg.eigvals(Lam @ problem.K).real.min())
-    while stability_radius(problem, Variant(hi, Lam)) < 1.0:
-        lo, hi = hi, 2.0 * hi
-    for _ in range(60):
-        mid = 0.5 * (lo + hi)
-        if stability_radius(problem, Variant(mid, Lam)) < 1.0:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo <= 1e-10 * hi:
-            break
-    return lo
+def _nonsymmetric_limit(problem: Problem, Lam: FloatArray) -> float:
+    """Limit for a non-symmetric ``Lam``. The map ``T = 1 - lr L + lr^2 F`` (``L`` the drift
+    part, ``F = (Lam (x) Lam) E[K_B (x) K_B]``) is positive (it maps PSD to PSD matrices), so
+    its spectral radius is an eigenvalue with a PSD eigenvector (Krein-Rutman) and stability is
+    lost where 1 enters the spectrum: ``L v = lr F v``. The limit is the smallest positive real
+    generalised eigenvalue of ``(L, F)`` on symmetric matrices."""
+    N = problem.N
+    GK = Lam @ problem.K
+    eye = np.eye(N)
+    drift = _on_symmetric(np.kron(GK, eye) + np.kron(eye, GK))
+    F = _on_symmetric(_congruence(Lam, problem.batch_kron.reshape(N, N, N * N)).reshape(N * N, -1))
+    ev = scipy.linalg.eigvals(drift, F)
+    real = ev[np.isfinite(ev) & (np.abs(ev.imag) <= 1e-9 * np.abs(ev)) & (ev.real > 0)].real
+    return float(real.min())
 
 
 def _sqrtm_spd(A: FloatArray) -> FloatArray:
