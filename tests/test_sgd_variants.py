@@ -237,3 +237,24 @@ def test_update_checks_and_record_semantics() -> None:
     assert update_matrices(Update(0.1, 4), 4) == (None, None)
     with pytest.raises(ValueError, match="temperature"):
         Update(0.1, 4, temperature=1.0).require_plain("the two-layer driver")
+
+
+def test_drivers_without_the_variant_refuse_it() -> None:
+    """The other drivers of :class:`Update` run plain SGD (SGF) only and say so."""
+    from weightdyn.models.simulate import run_sgd as run_model_sgd
+    from weightdyn.single_layer.sgf import run_sgf
+    from weightdyn.two_layer.simulate import run_sgd_two_layer, run_sgf_two_layer
+
+    X, y, w_star = _problem(7, 4, 12)
+    update, schedule = Update(0.1, 4, weight_decay=0.1), Schedule(0, 64)
+    rng = np.random.default_rng(0)
+    with pytest.raises(ValueError, match="weight_decay"):
+        run_sgf(X, y, w_star, np.zeros((2, 4)), update, schedule, rng)
+    Y, refs = y[:, None], (np.ones((3, 4)), np.ones((1, 3)))
+    for driver in (run_sgd_two_layer, run_sgf_two_layer):
+        with pytest.raises(ValueError, match="weight_decay"):
+            driver(X, Y, refs, refs, update, schedule, rng)
+    with pytest.raises(ValueError, match="temperature"):
+        hot = Update(0.1, 4, temperature=0.1)
+        run_model_sgd(None, X, Y, np.zeros((2, 4)), theta_ref=w_star, update=hot,
+                      schedule=schedule, rng=rng)  # fmt: skip
