@@ -492,6 +492,7 @@ def run_sgd(
     columns): the second moments of ``basis^T d`` only (k^2 floats per group instead of n^2;
     the JAX and numpy engines).
     """
+    update.require_plain("models.simulate.run_sgd")
     S, sampling = int(update.batch_size), update.sampling
     X, Y, Theta, theta_ref = _check_run(model, X, Y, theta0, theta_ref, S, sampling)
     basis = _check_basis(basis, model.n_params)

@@ -51,9 +51,13 @@ Where later additions go, each in one place:
   step from ``step0`` (its uniforms from :func:`weightdyn.counter_rng.uniforms` or a
   ``jax.random.fold_in`` of the replica key and the global step), returning the records of the
   scan into ``record`` (the sums in float64);
-* a preconditioner, injected noise or weight decay (paper 000 App. B): a property of the update
-  ``w <- w - lr M (grad L_B(w) + wd w) + sigma xi``, i.e. of a kernel's step; a new kernel (or a
-  kernel option) changes nothing in the engine, whose plan, streams, sums and divergence stay.
+* a preconditioner, injected noise or weight decay (paper 000 App. B): fields of
+  :class:`~weightdyn.sgd.engine.Update` (``weight_decay``, ``preconditioner``, ``temperature``)
+  for the step ``w <- w - lr Lam (grad L_B(w) + chi w) + sqrt(2 lr T) Lam^{1/2} xi``, checked
+  once by :func:`~weightdyn.sgd.engine.update_matrices`, which returns the drift matrix and the
+  noise factor a kernel applies (the single-layer SGD kernel,
+  :mod:`weightdyn.single_layer.simulate`); the engine's plan, streams, sums and divergence stay.
+  A driver without the variant refuses it (:meth:`~weightdyn.sgd.engine.Update.require_plain`).
 """
 
 from weightdyn.sgd.engine import (
@@ -71,6 +75,7 @@ from weightdyn.sgd.engine import (
     VectorKernel,
     divergence_bound,
     run,
+    update_matrices,
     vector_moments,
 )
 
@@ -89,5 +94,6 @@ __all__ = [
     "VectorKernel",
     "divergence_bound",
     "run",
+    "update_matrices",
     "vector_moments",
 ]

@@ -35,6 +35,7 @@ __all__ = [
     "VectorKernel",
     "divergence_bound",
     "run",
+    "update_matrices",
     "vector_moments",
 ]
 
@@ -100,16 +101,129 @@ class Plan:
                 yield min(self.chunk, block_steps - pos), b
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Update:
     """One SGD step's learning rate ``lr`` (lambda), batch size ``batch_size`` (S) and App. C
-    sampling ``sampling`` ("with" or "without" replacement).
+    sampling ``sampling`` ("with" or "without" replacement), and the optional step variant of
+    paper 000 App. B: weight decay ``weight_decay`` (chi >= 0, the objective
+    ``L + chi |w|^2 / 2``), a preconditioner ``preconditioner`` (Lam, (n, n); None is the
+    identity) and an injected-noise temperature ``temperature`` (T >= 0, SGLD-style)::
 
-    A plain record: each driver checks the values (and names them in its ValueError)."""
+        w' = w - lr Lam (g_B(w) + chi w) + F xi,   F = sqrt(2 lr T) Lam^{1/2},  xi ~ N(0, I).
+
+    The defaults are plain SGD (Eq. 11). A plain record: each driver checks the values (and
+    names them in its ValueError); :func:`update_matrices` checks the variant. The
+    preconditioner is stored as a read-only float64 copy; equality and hash compare its
+    values."""
 
     lr: float
     batch_size: int
     sampling: str = "with"
+    weight_decay: float = 0.0
+    preconditioner: np.ndarray | None = None
+    temperature: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.preconditioner is not None:
+            try:
+                lam = np.array(self.preconditioner, dtype=np.float64, copy=True)
+            except (TypeError, ValueError) as err:
+                raise ValueError(f"preconditioner must be a real (n, n) matrix: {err}") from err
+            lam.flags.writeable = False
+            object.__setattr__(self, "preconditioner", lam)
+
+    def _key(self) -> tuple:
+        lam = self.preconditioner
+        lam_key = None if lam is None else (lam.shape, lam.tobytes())
+        return (self.lr, self.batch_size, self.sampling, self.weight_decay, lam_key,
+                self.temperature)  # fmt: skip
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Update) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    @property
+    def is_plain(self) -> bool:
+        """No App. B variant: ``weight_decay == 0``, no preconditioner, ``temperature == 0``."""
+        return self.weight_decay == 0 and self.preconditioner is None and self.temperature == 0
+
+    def require_plain(self, driver: str) -> None:
+        """Raise ValueError naming the set variant keys unless :attr:`is_plain` (for a
+        ``driver`` that runs plain SGD only)."""
+        if not self.is_plain:
+            keys = [k for k, off in (("weight_decay", self.weight_decay == 0),
+                    ("preconditioner", self.preconditioner is None),
+                    ("temperature", self.temperature == 0)) if not off]  # fmt: skip
+            raise ValueError(
+                f"{driver} runs plain SGD only: {', '.join(keys)} must be left at the default "
+                "(the App. B variant is single_layer.simulate.run_sgd's)"
+            )
+
+
+def _check_nonnegative(name: str, value: float) -> float:
+    """``value`` as a float; ValueError naming ``name`` unless finite and >= 0."""
+    v = float(value)
+    if not (np.isfinite(v) and v >= 0.0):
+        raise ValueError(f"{name} must be finite and >= 0, got {name}={value!r}")
+    return v
+
+
+def _symmetric_sqrt(lam: np.ndarray) -> np.ndarray:
+    """``Lam^{1/2}`` (symmetric, via eigh) of a symmetric positive definite ``lam``; ValueError
+    naming ``preconditioner`` otherwise (symmetric to 1e-12 relative, eigenvalues > 0)."""
+    scale = np.max(np.abs(lam), initial=0.0)
+    if np.max(np.abs(lam - lam.T), initial=0.0) > 1e-12 * scale:
+        raise ValueError("preconditioner must be symmetric when temperature > 0 (Lam^{1/2})")
+    e, V = np.linalg.eigh(0.5 * (lam + lam.T))
+    if not e[0] > 0.0:
+        raise ValueError(
+            "preconditioner must be positive definite when temperature > 0, smallest "
+            f"eigenvalue {e[0]:.3g}"
+        )
+    return (V * np.sqrt(e)) @ V.T
+
+
+def _checked_preconditioner(lam: np.ndarray, n: int, temperature: float) -> np.ndarray | None:
+    """``Lam^{1/2}`` if ``temperature > 0`` (else None) after checking ``lam``: a finite (n, n)
+    matrix; SPD when ``temperature > 0``, else eigenvalues with positive real parts."""
+    if lam.shape != (n, n) or not np.all(np.isfinite(lam)):
+        raise ValueError(f"preconditioner must be a finite ({n}, {n}) matrix, got {lam.shape}")
+    if temperature > 0:
+        return _symmetric_sqrt(lam)
+    ev = np.linalg.eigvals(lam)
+    if not np.all(ev.real > 0):
+        raise ValueError(
+            "preconditioner must have eigenvalues with positive real parts, smallest real "
+            f"part {np.min(ev.real):.3g}"
+        )
+    return None
+
+
+def update_matrices(update: Update, n: int) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """The checked App. B step of ``update`` on ``n`` weights: ``(drift, noise)``, the drift
+    matrix ``lr Lam`` (None when ``preconditioner`` is None: ``lr`` times the identity) and the
+    noise factor ``F = sqrt(2 lr T) Lam^{1/2}`` (None when ``temperature == 0``), so that
+    ``w' = w - drift (g_B(w) + chi w) + F xi`` (:class:`Update`).
+
+    Raises ValueError naming the key: ``weight_decay`` and ``temperature`` finite and >= 0;
+    ``preconditioner`` a finite (n, n) matrix, symmetric positive definite when
+    ``temperature > 0``, else with eigenvalues of positive real part; ``lr`` > 0 when
+    ``temperature > 0``.
+    """
+    _check_nonnegative("weight_decay", update.weight_decay)
+    T = _check_nonnegative("temperature", update.temperature)
+    lr = float(update.lr)
+    if T > 0 and not (np.isfinite(lr) and lr > 0):
+        raise ValueError(f"lr must be finite and > 0 when temperature > 0, got lr={update.lr!r}")
+    lam = update.preconditioner
+    root = None if lam is None else _checked_preconditioner(lam, n, T)
+    drift = None if lam is None else lr * lam
+    if T == 0:
+        return drift, None
+    sqrt_lam = np.eye(n) if root is None else root
+    return drift, np.sqrt(2.0 * lr * T) * sqrt_lam
 
 
 @dataclass(frozen=True)

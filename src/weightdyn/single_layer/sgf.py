@@ -469,6 +469,7 @@ def run_sgf(
     """
     noise = _check_choice("noise", noise, NOISE_MODES)
     sampling = _check_choice("sampling", update.sampling, SAMPLING_MODES)
+    update.require_plain("single_layer.sgf.run_sgf")
     lr = update.lr
     X, y, w_ref, W0, dt, S = _validate(X, y, w_ref, w_init, lr, dt, update.batch_size, sampling)
     plan = schedule.plan()

@@ -29,6 +29,22 @@ of the replica's stream, whose key comes from one draw of the caller's
   ``perm[:S]``. Whatever the current state of ``perm``, ``perm[:S]`` after the swaps is a
   uniformly random ordered S-subset, so consecutive batches are independent.
 
+Weight decay, a preconditioner and injected noise (paper 000 App. B)
+-------------------------------------------------------------------
+With :class:`weightdyn.sgd.Update`'s ``weight_decay`` (chi), ``preconditioner`` (Lam) or
+``temperature`` (T) set, :func:`sgd_variant_kernel` runs the step (App. B; the injected noise
+is SGLD's, Welling & Teh, ICML 2011)::
+
+    w <- w - lr Lam (g_B(w) + chi w) + F xi,   F = sqrt(2 lr T) Lam^{1/2},  xi ~ N(0, I_N),
+
+``g_B(w) = (1/S) sum_{mu in B} (w.x_mu - y_mu) x_mu`` the mini-batch gradient of Eq. 11 and
+``drift = lr Lam``, ``F`` from :func:`weightdyn.sgd.update_matrices`. The batch uniforms are
+those above; the normals come from a second counter-based stream of the replica: normal
+``t N + i`` (:func:`weightdyn.counter_rng.normal`) of the key ``splitmix64(key ^
+NOISE_SALT)`` (:func:`noise_keys`, ``NOISE_SALT = 0xD1B54A32D192ED03``, an odd 64-bit
+constant) is ``xi_i`` of global step ``t``. Without a variant :func:`run_sgd` calls
+:func:`sgd_kernel`, whose results are unchanged.
+
 The moments of :func:`run_sgd` are summed inside the kernel per replica and time block, the
 second moments by one matrix product per group of 32 records aligned to the block's start;
 the replicas are split over numba's threads. Nothing depends on ``chunk_steps`` or on the
@@ -44,7 +60,7 @@ import numpy as np
 from numba import njit, prange
 
 from weightdyn.blas import add_gram_lower
-from weightdyn.counter_rng import uniform
+from weightdyn.counter_rng import normal, splitmix64, uniform
 from weightdyn.minibatch import draw_batch
 from weightdyn.observables import Observables
 from weightdyn.sgd import engine
@@ -58,20 +74,27 @@ from weightdyn.sgd.engine import (
     Update,
     VectorKernel,
     divergence_bound,
+    update_matrices,
 )
 
 __all__ = [
+    "NOISE_SALT",
     "RECORD_GROUP",
     "SAMPLING_MODES",
     "SGDKernel",
     "SGDResult",
+    "SGDVariantKernel",
     "batch_indices_from_uniforms",
+    "noise_keys",
     "run_sgd",
     "sgd_kernel",
     "sgd_reference_chain",
+    "sgd_variant_kernel",
 ]
 
 SAMPLING_MODES = ("with", "without")
+#: salt of the injected-noise stream: its key is ``splitmix64(replica key ^ NOISE_SALT)``
+NOISE_SALT = np.uint64(0xD1B54A32D192ED03)
 
 
 def _check_sampling(sampling: str) -> bool:
@@ -255,14 +278,145 @@ def sgd_kernel(
 
 
 # --------------------------------------------------------------------------------------
+# numba kernel of the App. B variant (weight decay, preconditioner, injected noise)
+# --------------------------------------------------------------------------------------
+
+
+@njit(cache=True, inline="always")
+def _noise_key(key):
+    """The injected-noise stream's key of a replica: ``splitmix64(key ^ NOISE_SALT)``."""
+    return splitmix64(key ^ NOISE_SALT)
+
+
+@njit(cache=True)
+def noise_keys(keys: np.ndarray) -> np.ndarray:
+    """The keys (R,) uint64 of the injected-noise streams of the replicas ``keys`` (R,):
+    ``splitmix64(key ^ NOISE_SALT)``; ``xi_i`` of step ``t`` is their normal ``t N + i``
+    (module docstring; :func:`weightdyn.counter_rng.normals` with ``k = N``)."""
+    out = np.empty(keys.shape[0], np.uint64)
+    for r in range(keys.shape[0]):
+        out[r] = _noise_key(keys[r])
+    return out
+
+
+@njit(cache=True, boundscheck=False, fastmath={"reassoc", "contract"}, inline="always")
+def _batch_gradient(X, y, w, chi, idx, res, g):
+    """``g = (1/S) sum_s (w.x_s - y_s) x_s + chi w`` over the batch ``idx`` (Eq. 11's
+    mini-batch gradient plus the App. B weight decay); ``res`` holds the residuals / S."""
+    S = idx.shape[0]
+    N = w.shape[0]
+    for s in range(S):
+        xs = X[idx[s]]
+        a = 0.0
+        for i in range(N):
+            a += xs[i] * w[i]
+        res[s] = (a - y[idx[s]]) / S
+    for i in range(N):
+        g[i] = chi * w[i]
+    for s in range(S):
+        xs = X[idx[s]]
+        rs = res[s]
+        for i in range(N):
+            g[i] += rs * xs[i]
+
+
+@njit(cache=True, boundscheck=False, fastmath={"reassoc", "contract"}, inline="always")
+def _apply_step(w, g, lr, drift, noise, nkey, t, xi):
+    """``w <- w - drift g + F xi`` (``lr g`` when ``drift`` has no rows; no noise when
+    ``noise`` has none), ``xi_i`` normal ``t N + i`` of the stream ``nkey``."""
+    N = w.shape[0]
+    if drift.shape[0] > 0:
+        for i in range(N):
+            a = 0.0
+            for j in range(N):
+                a += drift[i, j] * g[j]
+            w[i] -= a
+    else:
+        for i in range(N):
+            w[i] -= lr * g[i]
+    if noise.shape[0] > 0:
+        base = np.uint64(t) * np.uint64(N)
+        for j in range(N):
+            xi[j] = normal(nkey, base + np.uint64(j))
+        for i in range(N):
+            a = 0.0
+            for j in range(N):
+                a += noise[i, j] * xi[j]
+            w[i] += a
+
+
+@njit(cache=True, boundscheck=False, fastmath={"reassoc", "contract"}, parallel=True)
+def sgd_variant_kernel(
+    X, y, W, lr, S, with_replacement, perm, keys, step0, n, thin, w_ref, sum_dw, sum_dwdw, rec,
+    bound, chi, drift, noise,
+):  # fmt: skip
+    """Advance ``R`` replicas by ``n`` steps of the App. B variant of SGD in place::
+
+        w <- w - drift (g_B(w) + chi w) + noise xi
+
+    (module docstring; ``drift = lr Lam``, ``noise = sqrt(2 lr T) Lam^{1/2}``,
+    :func:`weightdyn.sgd.update_matrices`). The arguments up to ``bound`` and the returned
+    diverged flags (R,) are :func:`sgd_kernel`'s (same batches, records, moment sums,
+    divergence check and threading); ``chi`` is the weight decay, ``drift`` (N, N) or (0, 0)
+    (then ``lr`` times the identity), ``noise`` (N, N) or (0, 0) (no injected noise). ``xi_i``
+    of global step ``t`` is normal ``t N + i`` of the replica's noise stream
+    (:func:`noise_keys`), so nothing depends on the thread count or the call split.
+    """
+    R, N = W.shape
+    P = X.shape[0]
+    diverged = np.zeros(R, np.bool_)
+    for r in prange(R):
+        idx = np.empty(S, np.int64)
+        u = np.empty(S, np.float64)
+        res = np.empty(S, np.float64)
+        g = np.empty(N, np.float64)
+        xi = np.empty(N, np.float64)
+        group = np.empty((RECORD_GROUP, N), np.float64)
+        k_group = 0
+        w = W[r]
+        key = keys[r]
+        nkey = _noise_key(key)
+        k_rec = 0
+        for t in range(n):
+            base = np.uint64(step0 + t) * np.uint64(S)
+            for s in range(S):
+                u[s] = uniform(key, base + np.uint64(s))
+            draw_batch(u, P, with_replacement, perm[r], idx)  # App. C sampling
+            _batch_gradient(X, y, w, chi, idx, res, g)
+            _apply_step(w, g, lr, drift, noise, nkey, step0 + t, xi)
+            if (t + 1) % thin == 0:
+                ok, k_group, k_rec = _record_state(
+                    w, w_ref, bound, r, group, k_group, sum_dw, sum_dwdw, rec, k_rec
+                )
+                if not ok:
+                    diverged[r] = True
+                    break
+        if not diverged[r]:
+            diverged[r] = _close_replica(w, bound, r, group, k_group, sum_dw, sum_dwdw)
+    return diverged
+
+
+# --------------------------------------------------------------------------------------
 # plain-python reference and index helper
 # --------------------------------------------------------------------------------------
 
 
 def sgd_reference_chain(
-    X: np.ndarray, y: np.ndarray, w0: np.ndarray, lr: float, batch_indices: np.ndarray
+    X: np.ndarray,
+    y: np.ndarray,
+    w0: np.ndarray,
+    lr: float,
+    batch_indices: np.ndarray,
+    *,
+    weight_decay: float = 0.0,
+    preconditioner: np.ndarray | None = None,
+    noise_factor: np.ndarray | None = None,
+    normals: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Readable one-chain SGD (paper 000, Eqs. 10-11) on given mini-batch indices.
+    """Readable one-chain SGD (paper 000, Eqs. 10-11) on given mini-batch indices, or its App. B
+    variant ``w <- w - lr Lam (g_B(w) + chi w) + F xi`` with ``weight_decay`` (chi),
+    ``preconditioner`` (Lam, default identity) and ``noise_factor`` (F) times the given
+    ``normals`` (n_steps, N) (both or neither).
 
     ``batch_indices`` has shape ``(n_steps, S)``; returns the final weights (N,).
     """
@@ -271,10 +425,19 @@ def sgd_reference_chain(
     w = np.array(w0, dtype=np.float64, copy=True)
     batch_indices = np.asarray(batch_indices)
     S = batch_indices.shape[1]
-    for batch in batch_indices:
+    lam = np.eye(len(w)) if preconditioner is None else np.asarray(preconditioner)
+    if (noise_factor is None) != (normals is None):
+        raise ValueError("noise_factor and normals go together")
+    for t, batch in enumerate(batch_indices):
         xb = X[batch]  # (S, N)
         residual = xb @ w - y[batch]  # w.x_mu - y_mu
-        w = w - lr / S * (residual @ xb)
+        if weight_decay == 0 and preconditioner is None and noise_factor is None:
+            w = w - lr / S * (residual @ xb)  # Eq. 11
+            continue
+        grad = residual @ xb / S + weight_decay * w
+        w = w - lr * (lam @ grad)
+        if noise_factor is not None:
+            w = w + noise_factor @ normals[t]
     return w
 
 
@@ -334,6 +497,40 @@ class SGDKernel(VectorKernel):
         record.count_every_replica(n_steps)
 
 
+@dataclass(frozen=True)
+class SGDVariantKernel(SGDKernel):
+    """:func:`sgd_variant_kernel` behind the engine's kernel interface: the App. B step with
+    weight decay ``chi``, drift matrix ``drift`` (lr Lam; None: lr times the identity) and noise
+    factor ``noise`` (None: no injected noise), from :func:`weightdyn.sgd.update_matrices`."""
+
+    chi: float = 0.0
+    drift: np.ndarray | None = None
+    noise: np.ndarray | None = None
+
+    def advance(self, state: State, step0: int, n_steps: int, record: Record) -> None:
+        """``n_steps`` variant steps of every replica from global step ``step0``, recording."""
+        sums = record.block_sums()
+        none = np.empty((0, 0))
+        drift = none if self.drift is None else np.ascontiguousarray(self.drift)
+        noise = none if self.noise is None else np.ascontiguousarray(self.noise)
+        state.diverged |= sgd_variant_kernel(
+            self.X, self.y, state.W, self.lr, self.S, self.with_replacement, state.perm,
+            state.keys, step0, n_steps, record.thin, self.ref, *sums, record.rec, record.bound,
+            float(self.chi), drift, noise,
+        )  # fmt: skip
+        record.count_every_replica(n_steps)
+
+
+def _sgd_kernel(X, y, w_ref, update: Update, S: int, with_replacement: bool) -> SGDKernel:
+    """:class:`SGDKernel` for plain SGD, :class:`SGDVariantKernel` for an App. B variant
+    (checked by :func:`weightdyn.sgd.update_matrices`, ValueError naming the key)."""
+    drift, noise = update_matrices(update, X.shape[1])
+    if update.is_plain:
+        return SGDKernel(X, y, w_ref, update.lr, S, with_replacement)
+    chi = float(update.weight_decay)
+    return SGDVariantKernel(X, y, w_ref, update.lr, S, with_replacement, True, chi, drift, noise)
+
+
 def run_sgd(
     X: np.ndarray,
     y: np.ndarray,
@@ -350,7 +547,9 @@ def run_sgd(
 
     The replicas start at the rows of ``w_init`` (R, N). ``update``
     (:class:`weightdyn.sgd.Update`) is the step: learning rate ``lr``, batch size
-    ``batch_size`` and App. C ``sampling`` ("with" or "without" replacement). ``schedule``
+    ``batch_size`` and App. C ``sampling`` ("with" or "without" replacement), and optionally
+    the App. B ``weight_decay``, ``preconditioner`` and ``temperature`` (then the kernel is
+    :func:`sgd_variant_kernel`, module docstring; ValueError naming a bad key). ``schedule``
     (:class:`weightdyn.sgd.Schedule`) is the plan: ``burnin_steps`` steps are run first
     (nothing recorded). Then ``sample_steps`` steps are split into ``n_blocks`` equal time
     blocks; every ``thin``-th step the weights are recorded and ``dw = w - w_ref`` enters the
@@ -391,7 +590,8 @@ def run_sgd(
             "replacement"
         )
     plan = schedule.plan()
+    kernel = _sgd_kernel(X, y, w_ref, update, S, with_replacement)
     settings = Settings(plan, divergence_bound(w_ref), "SGD", progress, observables)
     state = State.start(W, rng, P)
-    moments = engine.run(SGDKernel(X, y, w_ref, update.lr, S, with_replacement), state, settings)
+    moments = engine.run(kernel, state, settings)
     return SGDResult.grouped(moments, plan, state.W)

@@ -987,6 +987,7 @@ def _check_problem(X, Y, refs, inits, opts: _Options) -> _Problem:
     """The checked arrays of a run, ``refs = (W1_ref, W2_ref)``, ``inits = (W1_init, W2_init)``
     (ValueError naming the argument otherwise)."""
     (W1_ref, W2_ref), (W1_init, W2_init), update = refs, inits, opts.update
+    update.require_plain("the two-layer SGD/SGF driver")
     with_replacement = _check_sampling(update.sampling)
     if opts.second_moments not in SECOND_MOMENTS:
         raise ValueError(
