@@ -197,16 +197,28 @@ def stationary_covariance(problem: Problem, variant: Variant) -> FloatArray:
     >= 1), where no stationary state exists."""
     G = variant.step_matrix(problem.N)
     A = _on_symmetric(problem.second_moment_map(G))
-    radius = _spectral_radius(A)
-    if radius >= 1.0:
+    a, b, w = _sym_index(problem.N)
+    rhs = problem.injected(G, variant.T)
+    x = np.linalg.solve(np.eye(a.size) - A, (rhs.ravel()[a] + rhs.ravel()[b]) * w)
+    M = _from_symmetric(x, problem.N)
+    if not _stationary(M, rhs, A):
         raise ValueError(
             f"lr = {variant.lr:.6g} is beyond the variant's second-moment stability limit "
-            f"(spectral radius {radius:.6f} >= 1): no stationary state"
+            "(max_stable_lr): no stationary state"
         )
-    a, b, w = _sym_index(problem.N)
-    rhs = problem.injected(G, variant.T).ravel()
-    x = np.linalg.solve(np.eye(a.size) - A, (rhs[a] + rhs[b]) * w)
-    return _from_symmetric(x, problem.N)
+    return M
+
+
+def _stationary(M: FloatArray, rhs: FloatArray, A: FloatArray) -> bool:
+    """Whether ``M`` is the stationary state: for a positive map ``T`` and a positive definite
+    ``rhs``, ``M - T(M) = rhs`` has a positive definite solution iff the spectral radius of
+    ``T`` is below 1, so a PD ``M`` suffices; for a singular ``rhs`` the radius is computed."""
+    e = np.linalg.eigvalsh(rhs)
+    if not np.all(np.isfinite(M)):
+        return False
+    if e[0] > 1e-12 * e[-1]:
+        return bool(np.linalg.eigvalsh(M)[0] > 0)
+    return _spectral_radius(A) < 1.0
 
 
 def _sym_index(N: int) -> tuple[NDArray[np.int64], NDArray[np.int64], FloatArray]:

@@ -238,10 +238,15 @@ def theory_dataset(
 # ---------------------------------------------------------------------------- simulation
 
 
-def _schedule(problem: bayes.Problem, variant: bayes.Variant, params: Params) -> Schedule:
-    """Burn-in and sampling from the slowest relaxation time ``1 / min Re eig(G K)`` (steps)."""
+def relaxation_steps(problem: bayes.Problem, variant: bayes.Variant) -> float:
+    """The slowest relaxation time of the mean, ``1 / min Re eig(G K)`` SGD steps."""
     G = variant.step_matrix(problem.N)
-    tau = 1.0 / float(np.linalg.eigvals(G @ problem.K).real.min())
+    return 1.0 / float(np.linalg.eigvals(G @ problem.K).real.min())
+
+
+def schedule_of(tau: float, params: Params) -> Schedule:
+    """Burn-in ``burnin_tau`` relaxation times; sampling ``sample_tau`` of them within
+    ``[sample_steps, sample_max_steps]``, in whole thinned blocks."""
     unit = params["thin"] * params["n_blocks"]
     sample = max(params["sample_steps"], params["sample_tau"] * tau)
     sample = min(sample, params["sample_max_steps"])
@@ -255,19 +260,21 @@ def _schedule(problem: bayes.Problem, variant: bayes.Variant, params: Params) ->
 
 def simulate(
     problem: bayes.Problem, variant: bayes.Variant, params: Params, progress: Progress
-) -> SGDResult:
-    """R replicas of the variant from ``w_min`` through the SGD engine."""
+) -> tuple[SGDResult, float]:
+    """R replicas of the variant from ``w_min`` through the SGD engine; (result, tau)."""
     rng = seeds.generator(STREAM, {k: params[k] for k in IDENTITY})
     update = Update(
         variant.lr, params["batch_size"], params["sampling"], weight_decay=problem.chi,
         preconditioner=variant.Lam, temperature=variant.T,
     )  # fmt: skip
-    schedule = _schedule(problem, variant, params)
-    progress(f"SGD: {params['replicas']} replicas, burn-in {schedule.burnin_steps}, sampling "
-             f"{schedule.sample_steps} steps")  # fmt: skip
+    tau = relaxation_steps(problem, variant)
+    schedule = schedule_of(tau, params)
+    progress(f"SGD: {params['replicas']} replicas, tau {tau:.3g} steps, burn-in "
+             f"{schedule.burnin_steps}, sampling {schedule.sample_steps} steps")  # fmt: skip
     W0 = np.tile(problem.w_min, (params["replicas"], 1))
-    return run_sgd(problem.X, problem.y, problem.w_min, W0, update, schedule, rng,
-                   progress=progress)  # fmt: skip
+    result = run_sgd(problem.X, problem.y, problem.w_min, W0, update, schedule, rng,
+                     progress=progress)  # fmt: skip
+    return result, tau
 
 
 def _with_se(func, covs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -282,7 +289,7 @@ def _with_se(func, covs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return k * full - (k - 1) * loo.mean(axis=0), se
 
 
-def sgd_dataset(result: SGDResult, target: np.ndarray) -> xr.Dataset:
+def sgd_dataset(result: SGDResult, tau: float, target: np.ndarray) -> xr.Dataset:
     """SGD's covariance about ``w_min``: eigenvalues, trace (jackknife), KL and Frobenius
     error (bias-corrected jackknife); NaN if a replica diverged."""
     N = target.shape[0]
@@ -303,6 +310,8 @@ def sgd_dataset(result: SGDResult, target: np.ndarray) -> xr.Dataset:
         "eig_M_sgd_se": _spectrum(eig_se, "standard error of eig_M_sgd (jackknife)", src),
         "diverged": _scalar(float(result.diverged), "a replica diverged (1) or not (0)"),
         "sample_steps": _scalar(result.sample_steps, "SGD sampling steps per replica"),
+        "tau_steps": _scalar(tau, "slowest relaxation time 1 / min Re eig(lr Lambda K)", "1"),
+        "sampled_tau": _scalar(result.sample_steps / tau, "sampling length in relaxation times"),
     }
     for key, name, long in (("trace", "trace_M", "tr M"), ("kl", "kl", "KL to the target"),
                             ("frob", "frobenius", "relative Frobenius error")):  # fmt: skip
@@ -325,7 +334,7 @@ def run_cell(params: Params, progress: Progress) -> xr.Dataset:
              f"{params['preconditioner']}, chi={problem.chi:g}, T={T:.3g}")  # fmt: skip
     ds = theory_dataset(problem, variant, target, s2)
     if params["dynamics"] == "sgd" and not int(ds["unstable"]):
-        ds = ds.merge(sgd_dataset(simulate(problem, variant, params, progress), target))
+        ds = ds.merge(sgd_dataset(*simulate(problem, variant, params, progress), target))
     elif params["dynamics"] == "sgd":
         progress(f"WARNING: lr = {variant.lr:.4g} is beyond the variant's stability limit "
                  f"{float(ds['lr_max']):.4g}; flagged unstable, not simulated")  # fmt: skip
