@@ -93,7 +93,7 @@ def _axis_text(axis: str, value: object) -> str:
         "sampling": f"sampling {v} replacement",
         "noise_model": f"{v} noise",
         "weight_decay": f"$\\chi = {v}$",
-        "temperature": f"$T = {v}\\,\\sigma^2/P$",
+        "temperature": f"$T = {v}\\,\\sigma^2/P$" if value else "$T = 0$",
         "target": f"target: {v}",
         "lr_rule": RULE_TEXT.get(str(value), f"lr rule {v}"),
         "preconditioner": PRECONDITIONER_TEXT.get(str(value), f"preconditioner {v}"),
@@ -114,6 +114,12 @@ def _fixed_text(ds: xr.Dataset, drawn: Sequence[str], width: int = 95) -> str:
     parts = [
         _axis_text(a, _values(ds, a)[0]) for a in AXES if a not in skip and _values(ds, a).size == 1
     ]
+    rule, lr = _values(ds, "lr_rule"), _values(ds, "lr")
+    if not {"lr", "lr_rule"} & skip and rule.size == lr.size == 1 and rule[0] == "fraction":
+        # lr is a fraction of the stability limit: one entry, not two
+        parts.remove(_axis_text("lr_rule", "fraction"))
+        at = parts.index(_axis_text("lr", lr[0]))
+        parts[at] = f"$\\lambda = {value_text(lr[0])}\\,\\lambda_{{\\max}}$"
     seeds = _values(ds, "data_seed").size
     if seeds:
         parts.append(f"{seeds} data set{'s' if seeds > 1 else ''}")
@@ -188,10 +194,12 @@ def _seed_mean(
     return out.reset_index().sort_values(x, ignore_index=True)
 
 
-def _mark_unstable(ax: plt.Axes, x: np.ndarray, color: object) -> None:
-    """Crosses at the top of ``ax`` where the cells have no stationary law."""
+def _mark_unstable(ax: plt.Axes, x: np.ndarray, color: object, row: int = 0) -> None:
+    """Crosses at the top of ``ax`` where the cells have no stationary law (family ``row``
+    a little lower, so that families beyond the limit at the same x stay apart)."""
     if x.size:
-        ax.plot(x, np.full(x.size, 0.96), "x", color=color, ms=5, mew=1.3, clip_on=False,
+        y = np.full(x.size, 0.97 - 0.045 * (row % 6))
+        ax.plot(x, y, "x", color=color, ms=5, mew=1.3, clip_on=False,
                 transform=ax.get_xaxis_transform())  # fmt: skip
 
 
@@ -272,7 +280,7 @@ def kl_vs_lr(ds: xr.Dataset) -> plt.Figure:
                                   color=color, marker="o", **SIM)  # fmt: skip
                 unstable = x[m["unstable"].to_numpy() > 0]
                 any_unstable |= unstable.size > 0
-                _mark_unstable(ax, unstable, color)
+                _mark_unstable(ax, unstable, color, i)
             if len(ruled):
                 m = _seed_mean(ruled, ("lr_rule", "lr"), "lr_fraction", names)
                 for _, row in m.iterrows():
@@ -286,7 +294,7 @@ def kl_vs_lr(ds: xr.Dataset) -> plt.Figure:
                                       [row[f"{q}_sgd_err"]], color=color, marker="o",
                                       **SIM)  # fmt: skip
         handles.append(_family_handle(color, _label(key, VARIANT, varying)))
-    for ax, ylabel in zip(axes, (KL_LABEL + " to the target", FROB_LABEL), strict=True):
+    for ax, ylabel in zip(axes, (KL_LABEL, FROB_LABEL), strict=True):
         ax.set_yscale("log")
         _log_if_wide(ax, df["lr_fraction"].to_numpy())
         ax.axvline(1.0, color="0.6", ls=":", lw=0.9, zorder=0)
@@ -344,9 +352,9 @@ def kl_vs_batch(ds: xr.Dataset) -> plt.Figure:
                               marker=marker, **SIM)  # fmt: skip
             unstable = x[m["unstable"].to_numpy() > 0]
             any_unstable |= unstable.size > 0
-            _mark_unstable(ax, unstable, color)
+            _mark_unstable(ax, unstable, color, i)
         handles.append(_family_handle(color, _label(key, family, varying), marker))
-    for ax, ylabel in zip(axes, (KL_LABEL + " to the target", FROB_LABEL), strict=True):
+    for ax, ylabel in zip(axes, (KL_LABEL, FROB_LABEL), strict=True):
         ax.set_xscale("log", base=2)
         ax.xaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:g}"))
         ax.set_yscale("log")
@@ -472,7 +480,7 @@ def protocol(ds: xr.Dataset) -> plt.Figure:
                           color=color, marker=marker, **SIM)  # fmt: skip
         unstable = x[m["unstable"].to_numpy() > 0]
         any_unstable |= unstable.size > 0
-        _mark_unstable(ax, unstable, color)
+        _mark_unstable(ax, unstable, color, i)
         ax.plot([], [], color=color, marker=marker, mfc="white", ms=4, lw=1.2, label=label)
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:g}"))
@@ -537,7 +545,7 @@ def injected_noise(ds: xr.Dataset) -> plt.Figure:
                           marker=marker, **SIM)  # fmt: skip
         unstable = x[m["unstable"].to_numpy() > 0]
         any_unstable |= unstable.size > 0
-        _mark_unstable(ax, unstable, color)
+        _mark_unstable(ax, unstable, color, i)
         cross = float(np.nanmean(m["lr_crossover"]))
         if np.isfinite(cross):
             ax.axvline(cross, color=color, ls=":", lw=1.0)
