@@ -137,3 +137,20 @@ def test_a_second_value_of_a_fixed_axis_is_refused(sweeps) -> None:
     two = xr.concat([ds, ds.assign_coords(N=("cell", ds["N"].values + 1))], "cell")
     with pytest.raises(ValueError, match="'N'"):
         FIGURES["injected_noise"].plot(two)
+
+
+def test_an_axis_the_figure_does_not_draw_is_split_into_panels(monkeypatch) -> None:
+    """With FIGURES wired into the experiment, a second sampling mode gives two panels."""
+    import dataclasses
+
+    from weightdyn.plots import facets
+    from weightdyn.single_layer import bayes_experiment
+
+    wired = dataclasses.replace(EXP, figures=FIGURES)
+    monkeypatch.setitem(bayes_experiment.EXPERIMENTS, "bayes_sampler", wired)
+    block = {**SWEEPS["injected_noise"][0], "sampling": ["with", "without"], "lr": [0.01, 0.3]}
+    ds = bayes_sweep([block])
+    assert FIGURES["injected_noise"].extra_axes(_varying_axes(ds), {}) == ["sampling"]
+    fig = facets.draw("bayes_sampler", "injected_noise", ds, {}, dpi=60)
+    assert len(fig.axes) == 2
+    plt.close(fig)
