@@ -70,6 +70,7 @@ PROTOCOL_RULES = {
     ("hessian_inverse", "exact"): r"exact: $\lambda^*$, $\Lambda = J^{-1}$",
     ("exact_diagonal", "exact"): r"exact: diagonal $(\lambda\Lambda)^*$",
 }
+UNSTABLE = "beyond the stability limit (any data set)"
 KL_LABEL = r"KL$(\mathcal{N}(0, M)\,\|\,\mathcal{N}(0, \Sigma))$"
 FROB_LABEL = r"$\|M - \Sigma\|_F\,/\,\|\Sigma\|_F$"
 THEORY_STYLES = [
@@ -137,6 +138,9 @@ def _label(key: Sequence[object], names: Sequence[str], varying: Sequence[str]) 
     """Legend label of a family: its values of the axes that vary among the families (all of
     them if none varies)."""
     shown = [n for n in names if n in varying] or list(names)
+    if "lr_rule" in shown and "preconditioner" in names:
+        if key[names.index("preconditioner")] == "exact_diagonal":  # it names its lr too
+            shown.remove("lr_rule")
     return ", ".join(_axis_text(n, key[names.index(n)]) for n in shown)
 
 
@@ -194,11 +198,14 @@ def _seed_mean(
     return out.reset_index().sort_values(x, ignore_index=True)
 
 
-def _mark_unstable(ax: plt.Axes, x: np.ndarray, color: object, row: int = 0) -> None:
-    """Crosses at the top of ``ax`` where the cells have no stationary law (family ``row``
-    a little lower, so that families beyond the limit at the same x stay apart)."""
+def _mark_unstable(ax: plt.Axes, x: np.ndarray, color: object) -> None:
+    """Crosses at the top of ``ax`` where cells (of any data seed) have no stationary law;
+    each family that has some a row a little lower than the last, so that families beyond
+    the limit at the same x stay apart."""
     if x.size:
-        y = np.full(x.size, 0.97 - 0.045 * (row % 6))
+        row = getattr(ax, "_unstable_rows", 0)
+        ax._unstable_rows = row + 1
+        y = np.full(x.size, 0.97 - 0.04 * (row % 5))
         ax.plot(x, y, "x", color=color, ms=5, mew=1.3, clip_on=False,
                 transform=ax.get_xaxis_transform())  # fmt: skip
 
@@ -280,7 +287,7 @@ def kl_vs_lr(ds: xr.Dataset) -> plt.Figure:
                                   color=color, marker="o", **SIM)  # fmt: skip
                 unstable = x[m["unstable"].to_numpy() > 0]
                 any_unstable |= unstable.size > 0
-                _mark_unstable(ax, unstable, color, i)
+                _mark_unstable(ax, unstable, color)
             if len(ruled):
                 m = _seed_mean(ruled, ("lr_rule", "lr"), "lr_fraction", names)
                 for _, row in m.iterrows():
@@ -309,7 +316,7 @@ def kl_vs_lr(ds: xr.Dataset) -> plt.Figure:
                             ms=8 if mk == "*" else 6, label=RULE_TEXT.get(rule, rule)))  # fmt: skip
     if any_unstable:
         extra.append(Line2D([], [], color="0.3", marker="x", mew=1.3, lw=0,
-                            label="beyond the stability limit"))  # fmt: skip
+                            label=UNSTABLE))  # fmt: skip
     _style_legend(fig, handles, extra)
     head = _fixed_text(ds, (*VARIANT, "lr", "lr_rule"))
     _annotate(fig, bars, head, _has_sgd(ds, "kl"))
@@ -352,7 +359,7 @@ def kl_vs_batch(ds: xr.Dataset) -> plt.Figure:
                               marker=marker, **SIM)  # fmt: skip
             unstable = x[m["unstable"].to_numpy() > 0]
             any_unstable |= unstable.size > 0
-            _mark_unstable(ax, unstable, color, i)
+            _mark_unstable(ax, unstable, color)
         handles.append(_family_handle(color, _label(key, family, varying), marker))
     for ax, ylabel in zip(axes, (KL_LABEL, FROB_LABEL), strict=True):
         ax.set_xscale("log", base=2)
@@ -366,7 +373,7 @@ def kl_vs_batch(ds: xr.Dataset) -> plt.Figure:
                                label="SGD (mean over data sets)"))  # fmt: skip
     if any_unstable:
         extra.append(Line2D([], [], color="0.3", marker="x", mew=1.3, lw=0,
-                            label="beyond the stability limit"))  # fmt: skip
+                            label=UNSTABLE))  # fmt: skip
     _style_legend(fig, handles, extra)
     _annotate(fig, bars, _fixed_text(ds, (*family, "batch_size")), _has_sgd(ds, "kl"))
     return fig
@@ -480,7 +487,7 @@ def protocol(ds: xr.Dataset) -> plt.Figure:
                           color=color, marker=marker, **SIM)  # fmt: skip
         unstable = x[m["unstable"].to_numpy() > 0]
         any_unstable |= unstable.size > 0
-        _mark_unstable(ax, unstable, color, i)
+        _mark_unstable(ax, unstable, color)
         ax.plot([], [], color=color, marker=marker, mfc="white", ms=4, lw=1.2, label=label)
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:g}"))
@@ -494,7 +501,7 @@ def protocol(ds: xr.Dataset) -> plt.Figure:
                               label="markers: SGD, mean over repetitions"))  # fmt: skip
     if any_unstable:
         handles.append(Line2D([], [], color="0.3", marker="x", mew=1.3, lw=0,
-                              label="beyond the stability limit"))  # fmt: skip
+                              label=UNSTABLE))  # fmt: skip
     fig.legend(handles=handles, loc="outside lower center", ncols=1, frameon=False)
     head = _fixed_text(ds, (*RULE, "batch_size", "target"), width=70)
     _annotate(fig, bars, "sandwich target; " + head, _has_sgd(ds, "frobenius"))
@@ -545,7 +552,7 @@ def injected_noise(ds: xr.Dataset) -> plt.Figure:
                           marker=marker, **SIM)  # fmt: skip
         unstable = x[m["unstable"].to_numpy() > 0]
         any_unstable |= unstable.size > 0
-        _mark_unstable(ax, unstable, color, i)
+        _mark_unstable(ax, unstable, color)
         cross = float(np.nanmean(m["lr_crossover"]))
         if np.isfinite(cross):
             ax.axvline(cross, color=color, ls=":", lw=1.0)
@@ -572,7 +579,7 @@ def injected_noise(ds: xr.Dataset) -> plt.Figure:
         extra.insert(0, Line2D([], [], color="0.3", marker="o", mfc="white", lw=0, label="SGD"))
     if any_unstable:
         extra.append(Line2D([], [], color="0.3", marker="x", mew=1.3, lw=0,
-                            label="beyond the stability limit"))  # fmt: skip
+                            label=UNSTABLE))  # fmt: skip
     fig.legend(handles=[*handles, *extra], loc="outside lower center", ncols=2, frameon=False)
     head = _fixed_text(ds, (*family, "lr", "lr_rule"), width=75)
     if left_out:
