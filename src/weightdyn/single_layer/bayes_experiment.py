@@ -25,12 +25,14 @@ import numpy as np
 import xarray as xr
 
 from weightdyn import seeds, stats
+from weightdyn.agreement import Agreement, agreement
 from weightdyn.experiments import ConfigError, Experiment, Param, Params, Progress
 from weightdyn.io import attrs
 from weightdyn.sgd import Schedule, Update
 from weightdyn.single_layer import bayes, bayes_rules
 from weightdyn.single_layer import params as sp
 from weightdyn.single_layer.bayes_data import NOISE_MODEL, REGRESSION
+from weightdyn.single_layer.bayes_figures import FIGURES
 from weightdyn.single_layer.simulate import SGDResult, run_sgd
 from weightdyn.single_layer.teacher_student import N_TEST
 
@@ -202,12 +204,13 @@ def theory_dataset(
     problem: bayes.Problem, variant: bayes.Variant, target: np.ndarray, s2: float
 ) -> xr.Dataset:
     """The exact discrete and continuous covariances, the target, the stability limit and the
-    rules' learning rates of the cell (NaN covariances beyond the limit, flagged ``unstable``)."""
+    rules' learning rates of the cell (beyond the limit, flagged ``unstable``, the discrete
+    quantities are NaN; the continuous-time ones know no limit)."""
     radius = bayes.stability_radius(problem, variant)
     lr_max = bayes.max_stable_lr(problem, variant.Lam)
     stable = radius < 1.0
     exact = bayes.stationary_covariance(problem, variant) if stable else None
-    cont = bayes.continuous_covariance(problem, variant) if stable else None
+    cont = bayes.continuous_covariance(problem, variant)
     G = variant.step_matrix(problem.N)
     noise = np.trace(G @ problem.C) / variant.lr
     crossover = 2 * problem.N * variant.T / noise if variant.T > 0 else np.nan
@@ -358,6 +361,29 @@ def run_cell(params: Params, progress: Progress) -> xr.Dataset:
 
 IDENTITY = tuple(p.name for p in PARAMS if p.axis)
 
+EXACT = "exact discrete-time theory (docs/bayes_sampler.md)"
+
+
+def _agreement(ds: xr.Dataset, label: str) -> list[Agreement]:
+    """SGD against the exact discrete theory of its variant, pooled over the sweep's cells:
+    sorted eigenvalues, tr M, and the KL and Frobenius error to the target (empty for a
+    theory-only sweep)."""
+    if "eig_M_sgd" not in ds:
+        return []
+    eqs = "App. B; Eq. 29 extended (R_Lambda)"
+    rows = [
+        agreement(label, f"eigenvalues of the SGD covariance vs the {EXACT}", eqs,
+                  ds["eig_M_sgd"], ds["eig_M_exact"], ds["eig_M_sgd_se"], paper="000+"),
+        agreement(label, f"tr M of SGD vs the {EXACT}", eqs, ds["trace_M_sgd"],
+                  ds["trace_M_exact"], ds["trace_M_sgd_se"], paper="000+"),
+        agreement(label, "KL(SGD || target) vs the exact discrete-time KL", eqs, ds["kl_sgd"],
+                  ds["kl_exact"], ds["kl_sgd_se"], paper="000+"),
+        agreement(label, "||M_SGD - Sigma||_F / ||Sigma||_F vs the exact prediction", eqs,
+                  ds["frobenius_sgd"], ds["frobenius_exact"], ds["frobenius_sgd_se"],
+                  paper="000+"),
+    ]  # fmt: skip
+    return [row for row in rows if row.points > 0]
+
 
 def _resources(params: Params, attempt: int) -> dict[str, int]:
     """The dense theory (``N^6``-ish) plus at most ``sample_max_steps`` SGD steps per replica."""
@@ -381,7 +407,10 @@ EXPERIMENTS = {
         run_cell=run_cell,
         derive=_derive,
         identity=IDENTITY,
+        agreement=_agreement,
         resources=_resources,
+        figures=FIGURES,
+        default_figures=("kl_vs_lr", "spectra"),
         data=REGRESSION,
     )
 }
