@@ -24,8 +24,14 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 from matplotlib.lines import Line2D
+from matplotlib.ticker import MaxNLocator
 
-from weightdyn.plots.common import require_one_value, require_variables, styled
+from weightdyn.plots.common import (
+    plain_log_ticks,
+    require_one_value,
+    require_variables,
+    styled,
+)
 from weightdyn.plots.errorbars import JACKKNIFE, ErrorBars, se_text
 from weightdyn.plots.scalar import value_text
 
@@ -141,7 +147,10 @@ def _label(key: Sequence[object], names: Sequence[str], varying: Sequence[str]) 
     if "lr_rule" in shown and "preconditioner" in names:
         if key[names.index("preconditioner")] == "exact_diagonal":  # it names its lr too
             shown.remove("lr_rule")
-    return ", ".join(_axis_text(n, key[names.index(n)]) for n in shown)
+    text = {n: _axis_text(n, key[names.index(n)]) for n in shown}
+    if "lr" in text and "lr_rule" in names and key[names.index("lr_rule")] == "fraction":
+        text["lr"] = f"$\\lambda = {value_text(key[names.index('lr')])}\\,\\lambda_{{\\max}}$"
+    return ", ".join(text.values())
 
 
 def _frame(ds: xr.Dataset) -> pd.DataFrame:
@@ -303,6 +312,7 @@ def kl_vs_lr(ds: xr.Dataset) -> plt.Figure:
         handles.append(_family_handle(color, _label(key, VARIANT, varying)))
     for ax, ylabel in zip(axes, (KL_LABEL, FROB_LABEL), strict=True):
         ax.set_yscale("log")
+        plain_log_ticks(ax.yaxis)
         _log_if_wide(ax, df["lr_fraction"].to_numpy())
         ax.axvline(1.0, color="0.6", ls=":", lw=0.9, zorder=0)
         ax.set_xlabel(r"$\lambda\,/\,\lambda_{\max}$ (stability limit)")
@@ -365,6 +375,7 @@ def kl_vs_batch(ds: xr.Dataset) -> plt.Figure:
         ax.set_xscale("log", base=2)
         ax.xaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:g}"))
         ax.set_yscale("log")
+        plain_log_ticks(ax.yaxis)
         ax.set_xlabel("batch size $S$")
         ax.set_ylabel(ylabel)
     extra = [*THEORY_STYLES]
@@ -426,7 +437,11 @@ def spectra(ds: xr.Dataset) -> plt.Figure:
             ax.text(0.5, 0.5, "beyond the stability limit\n(no stationary law)",
                     transform=ax.transAxes, ha="center", va="center", fontsize=7)  # fmt: skip
         ax.set_yscale("log")
-        title = _label(key, varying, varying) if varying else ""
+        plain_log_ticks(ax.yaxis)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        names = [*varying, "lr_rule"] if "lr_rule" not in varying else varying
+        full = (*key, sub["lr_rule"].iloc[0]) if "lr_rule" not in varying else key
+        title = _label(full, names, varying) if varying else ""
         kl = f"KL: exact {float(mean['kl_exact']):.3g}"
         if simulated and np.isfinite(float(mean["kl_sgd"])):
             kl += f", SGD {float(mean['kl_sgd']):.3g}"
@@ -492,6 +507,7 @@ def protocol(ds: xr.Dataset) -> plt.Figure:
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:g}"))
     ax.set_yscale("log")
+    plain_log_ticks(ax.yaxis)
     ax.set_xlabel("batch size $S$ ($B$ of Wang et al.)")
     ax.set_ylabel(FROB_LABEL + r", $\Sigma = J^{-1} V J^{-1}/n$")
     handles, _ = ax.get_legend_handles_labels()

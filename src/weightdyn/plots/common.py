@@ -10,6 +10,8 @@ from collections.abc import Callable, Sequence
 import matplotlib as mpl
 import numpy as np
 import xarray as xr
+from matplotlib.axis import Axis
+from matplotlib.ticker import FuncFormatter
 
 from weightdyn import experiments
 
@@ -89,3 +91,15 @@ def require_variables(ds: xr.Dataset, names: Sequence[str], figure: str, hint: s
     missing = [n for n in names if n not in ds.variables]
     if missing:
         raise ValueError(f"{figure}: the cells have no values of {missing}{hint}")
+
+
+def _minor_label(value: float, _: int) -> str:
+    mantissa = round(value / 10 ** np.floor(np.log10(value)))
+    return f"{value:g}" if mantissa in (2, 5) else ""
+
+
+def plain_log_ticks(*axes: Axis) -> None:
+    """Log-axis ticks as plain numbers: decades and the 2 and 5 minor ticks are labelled."""
+    for axis in axes:
+        axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        axis.set_minor_formatter(FuncFormatter(_minor_label))

@@ -17,11 +17,10 @@ from collections.abc import Iterator
 import matplotlib.pyplot as plt
 import numpy as np
 import xarray as xr
-from matplotlib.axis import Axis
-from matplotlib.ticker import FuncFormatter
 
 from weightdyn.plots.common import (
     declared_axes,
+    plain_log_ticks,
     require_one_value,
     require_variables,
     styled,
@@ -84,18 +83,6 @@ def _seed_mean(value: xr.DataArray, se: xr.DataArray) -> tuple[xr.DataArray, xr.
     return mean, np.hypot(stat, spread)
 
 
-def _minor_label(value: float, _: int) -> str:
-    mantissa = round(value / 10 ** np.floor(np.log10(value)))
-    return f"{value:g}" if mantissa in (2, 5) else ""
-
-
-def _plain_log_ticks(*axes: Axis) -> None:
-    """Log-axis ticks as plain numbers: decades and the 2 and 5 minor ticks are labelled."""
-    for axis in axes:
-        axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-        axis.set_minor_formatter(FuncFormatter(_minor_label))
-
-
 def _label(S: int, P: int, N: int) -> str:
     return f"$S = {S}$, $P/N = {P / N:g}$"
 
@@ -141,7 +128,7 @@ def fig_trace_vs_lr(ds: xr.Dataset) -> plt.Figure:
         ax.plot(limit, 1.0, marker, color=color, ms=3.5, mfc="white", clip_on=False,
                 transform=ax.get_xaxis_transform())  # fmt: skip
     ax.set_xscale("log")
-    _plain_log_ticks(ax.xaxis)
+    plain_log_ticks(ax.xaxis)
     ax.set_xlabel(r"learning rate $\lambda$")
     ax.set_ylabel(r"tr$M$ / tr$M_{\mathrm{Eq.\,30}}$")
     ax.legend(frameon=False)
@@ -200,7 +187,7 @@ def fig_spectra_at_max_stable_lr(ds: xr.Dataset) -> plt.Figure:
         ax.plot(k, cell["eig_M_discrete"] / norm, "-", color="k", lw=1.0, label="exact")
         ax.plot(k, cell["eig_M_lyapunov"] / norm, "--", color="C3", lw=1.0, label="Eq. 30")
         ax.set_yscale("log")
-        _plain_log_ticks(ax.yaxis)
+        plain_log_ticks(ax.yaxis)
         ax.text(0.97, 0.92, f"$\\lambda = {lr:g}$", transform=ax.transAxes, ha="right")
     for ax in axes[-1]:
         ax.set_xlabel("mode $k$ (sorted)")
@@ -259,7 +246,7 @@ def fig_divergence_lr(ds: xr.Dataset) -> plt.Figure:
     ax.plot([], [], "x", color="0.5", label=r"$2/\omega_{\max}$ (full batch)")
     ax.set_xscale("log")
     ax.set_yscale("log")
-    _plain_log_ticks(ax.xaxis, ax.yaxis)
+    plain_log_ticks(ax.xaxis, ax.yaxis)
     ax.set_xlabel(r"predicted $\lambda_{\max}$ (second moment)")
     ax.set_ylabel(r"observed divergence $\lambda$ (bracket of the sweep)")
     what = (

@@ -301,6 +301,16 @@ def _with_se(func, covs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return k * full - (k - 1) * loo.mean(axis=0), se
 
 
+def _frobenius_with_se(covs: np.ndarray, target: np.ndarray) -> tuple[float, float]:
+    """Relative Frobenius error of the mean covariance from the bias-corrected jackknife of its
+    square: ``|M - Sigma|^2`` is quadratic in the mean, so the correction removes the sampling
+    noise ``tr Var(M_hat)`` exactly (the norm itself is not smooth at ``M = Sigma``, where its
+    correction fails); s.e. by the delta method."""
+    sq, se_sq = _with_se(lambda M: bayes.frobenius_error(M, target) ** 2, covs)
+    value = float(np.sqrt(max(float(sq), 0.0)))
+    return value, float(se_sq / (2 * value)) if value > 0 else float(np.sqrt(se_sq))
+
+
 def sgd_dataset(result: SGDResult, tau: float, target: np.ndarray) -> xr.Dataset:
     """SGD's covariance about ``w_min``: eigenvalues, trace (jackknife), KL and Frobenius
     error (bias-corrected jackknife); NaN if a replica diverged."""
@@ -313,7 +323,7 @@ def sgd_dataset(result: SGDResult, tau: float, target: np.ndarray) -> xr.Dataset
         values = {
             "trace": stats.jackknife_of_mean(lambda Ms: np.trace(Ms, axis1=1, axis2=2), covs),
             "kl": _with_se(lambda M: bayes.gaussian_kl(M, target), covs),
-            "frob": _with_se(lambda M: bayes.frobenius_error(M, target), covs),
+            "frob": _frobenius_with_se(covs, target),
         }
     what = "SGD (sampled about w_min)"
     src = f"{SRC}; SGD of the variant"
