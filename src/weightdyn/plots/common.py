@@ -93,13 +93,23 @@ def require_variables(ds: xr.Dataset, names: Sequence[str], figure: str, hint: s
         raise ValueError(f"{figure}: the cells have no values of {missing}{hint}")
 
 
-def _minor_label(value: float, _: int) -> str:
-    mantissa = round(value / 10 ** np.floor(np.log10(value)))
-    return f"{value:g}" if mantissa in (2, 5) else ""
+def _minor_labeller(axis: Axis) -> FuncFormatter:
+    """Minor log ticks labelled by the view's span: every one within a decade, 2, 3 and 5
+    within two, 2 and 5 beyond (plain numbers)."""
+
+    def label(value: float, _: int) -> str:
+        lo, hi = sorted(axis.get_view_interval())
+        decades = np.log10(hi / lo) if lo > 0 else np.inf
+        shown = range(1, 10) if decades < 1 else (2, 3, 5) if decades < 2 else (2, 5)
+        mantissa = round(value / 10 ** np.floor(np.log10(value)))
+        return f"{value:g}" if mantissa in shown else ""
+
+    return FuncFormatter(label)
 
 
 def plain_log_ticks(*axes: Axis) -> None:
-    """Log-axis ticks as plain numbers: decades and the 2 and 5 minor ticks are labelled."""
+    """Log-axis ticks as plain numbers: decades, and minor ticks as :func:`_minor_labeller`
+    says (so an axis spanning less than a decade still reads)."""
     for axis in axes:
         axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-        axis.set_minor_formatter(FuncFormatter(_minor_label))
+        axis.set_minor_formatter(_minor_labeller(axis))
