@@ -20,6 +20,7 @@ __all__ = [
     "integrated_autocorrelation_time",
     "integrated_time",
     "jackknife",
+    "jackknife_bias_corrected",
     "jackknife_of_mean",
     "line_fit",
     "mean_with_se",
@@ -94,6 +95,23 @@ def jackknife_of_mean(
     full = np.asarray(func((total / k)[None]))[0]
     loo = np.asarray(func((total[None] - groups) / (k - 1)))
     return full, _jackknife_se(loo)
+
+
+def jackknife_bias_corrected(
+    func: Callable[[np.ndarray], np.ndarray | float], groups: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Bias-corrected jackknife of ``func(mean over groups)``: ``k f - (k - 1) mean_i f_i``
+    with ``f_i`` the leave-one-out values, and their standard error. ``func`` takes one mean
+    (not a stack). It removes the ``O(1/n)`` bias of a smooth nonlinear function of a sampled
+    mean (e.g. a KL divergence of a sampled covariance), exactly for a quadratic one."""
+    groups = np.asarray(groups, dtype=np.float64)
+    k = groups.shape[0]
+    if k < 2:
+        raise ValueError(f"jackknife needs at least 2 groups, got {k}")
+    total = groups.sum(axis=0)
+    full = np.asarray(func(total / k), dtype=np.float64)
+    loo = np.stack([np.asarray(func((total - g) / (k - 1)), dtype=np.float64) for g in groups])
+    return k * full - (k - 1) * loo.mean(axis=0), _jackknife_se(loo)
 
 
 def _sorted_eigvals_desc(mats: np.ndarray) -> np.ndarray:

@@ -289,24 +289,14 @@ def simulate(
     return result, tau
 
 
-def _with_se(func, covs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Jackknife over groups of ``func`` of the mean covariance, bias-corrected
-    (``k f - (k - 1) mean f_loo``): KL and Frobenius of a sampled M are biased upwards."""
-    k = covs.shape[0]
-    total = covs.sum(axis=0)
-    full = np.asarray(func(total / k))
-    loo = np.stack([np.asarray(func((total - c) / (k - 1))) for c in covs])
-    dev = loo - loo.mean(axis=0)
-    se = np.sqrt((k - 1) / k * np.sum(dev * dev, axis=0))
-    return k * full - (k - 1) * loo.mean(axis=0), se
-
-
 def _frobenius_with_se(covs: np.ndarray, target: np.ndarray) -> tuple[float, float]:
     """Relative Frobenius error of the mean covariance from the bias-corrected jackknife of its
     square: ``|M - Sigma|^2`` is quadratic in the mean, so the correction removes the sampling
     noise ``tr Var(M_hat)`` exactly (the norm itself is not smooth at ``M = Sigma``, where its
     correction fails); s.e. by the delta method."""
-    sq, se_sq = _with_se(lambda M: bayes.frobenius_error(M, target) ** 2, covs)
+    sq, se_sq = stats.jackknife_bias_corrected(
+        lambda M: bayes.frobenius_error(M, target) ** 2, covs
+    )
     value = float(np.sqrt(max(float(sq), 0.0)))
     return value, float(se_sq / (2 * value)) if value > 0 else float(np.sqrt(se_sq))
 
@@ -322,7 +312,7 @@ def sgd_dataset(result: SGDResult, tau: float, target: np.ndarray) -> xr.Dataset
         eig, eig_se = stats.eigenvalues_with_se(covs)
         values = {
             "trace": stats.jackknife_of_mean(lambda Ms: np.trace(Ms, axis1=1, axis2=2), covs),
-            "kl": _with_se(lambda M: bayes.gaussian_kl(M, target), covs),
+            "kl": stats.jackknife_bias_corrected(lambda M: bayes.gaussian_kl(M, target), covs),
             "frob": _frobenius_with_se(covs, target),
         }
     what = "SGD (sampled about w_min)"
