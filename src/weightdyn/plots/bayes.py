@@ -259,6 +259,17 @@ def _theory(ax, x, mean, name, color, marker=None, lw=1.2):
             ax.plot(x, _positive(mean[col]), ls=ls, color=color, lw=lw, marker=marker)
 
 
+def _floor_ylim(ax: plt.Axes, dynamic_range: float = 1e-9) -> None:
+    """Lower log-y limit from the drawn values above ``dynamic_range`` times the largest: a
+    round-off zero (the continuous-time law of a rule that is exact in continuous time, KL
+    1e-15) would otherwise stretch the axis over fifteen decades; such a curve lies below."""
+    values = np.concatenate([np.asarray(line.get_ydata(), float).ravel() for line in ax.lines])
+    values = values[np.isfinite(values) & (values > 0)]
+    if values.size:
+        keep = values[values >= dynamic_range * values.max()]
+        ax.set_ylim(bottom=0.5 * keep.min())
+
+
 # ----------------------------------------------------------------------------- figures
 
 
@@ -313,6 +324,7 @@ def kl_vs_lr(ds: xr.Dataset) -> plt.Figure:
     for ax, ylabel in zip(axes, (KL_LABEL, FROB_LABEL), strict=True):
         ax.set_yscale("log")
         plain_log_ticks(ax.yaxis)
+        _floor_ylim(ax)
         _log_if_wide(ax, df["lr_fraction"].to_numpy())
         ax.axvline(1.0, color="0.6", ls=":", lw=0.9, zorder=0)
         ax.set_xlabel(r"$\lambda\,/\,\lambda_{\max}$ (stability limit)")
@@ -376,6 +388,7 @@ def kl_vs_batch(ds: xr.Dataset) -> plt.Figure:
         ax.xaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:g}"))
         ax.set_yscale("log")
         plain_log_ticks(ax.yaxis)
+        _floor_ylim(ax)
         ax.set_xlabel("batch size $S$")
         ax.set_ylabel(ylabel)
     extra = [*THEORY_STYLES]

@@ -38,7 +38,9 @@ FIGURES = {
         "(preconditioner Λ and learning-rate rule: Mandt, Hoffman & Blei 2017; Wang, Ding & "
         "Huggins 2026; the exact-KL optimum): SGD (mean over data sets, ±1 s.d. over them, or "
         "the jackknife s.e. of a single data set), the exact discrete-time theory (solid) and "
-        "the continuous-time law of Eqs. 29-30 (dashed), averaged over data sets.",
+        "the continuous-time law of Eqs. 29-30 (dashed), averaged over data sets. A rule that is "
+        "exact in continuous time (Mandt et al.'s with C⁻¹, 2B/n with J⁻¹) has a dashed curve at "
+        "round-off (KL ≈ 1e-15), below the axis.",
         axes=("batch_size", "preconditioner", "lr_rule", "weight_decay", "temperature"),
         averaged=SEEDS,
     ),
