@@ -97,7 +97,7 @@ def test_every_figure_is_in_the_report(report_run: Path, results: dict[str, dict
         p.relative_to(report_run).as_posix()
         for p in (report_run / "results/figures").rglob("*.png")
     }
-    assert len(figures) == 60  # the views, per-cell two-layer, models and network ones
+    assert len(figures) == 65  # the views, per-cell two-layer, models, network and App. B ones
     assert figures == {p for p in results if p.startswith("results/figures/")}
     for path in figures:
         entry = results[path]
