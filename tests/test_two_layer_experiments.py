@@ -103,7 +103,7 @@ def test_missing_and_unknown_keys() -> None:
 
 
 def test_resources_scale_with_dynamics() -> None:
-    p = params({**SMALL, "N_i": 50, "N_h": 40, "P": 1000, "batch_size": 10})
+    p = params({**SMALL, "N_i": 50, "N_h": 40, "P": 1000, "batch_size": 10, "replicas": 8})
     sgd = EXP.resources(p, 1)
     sgf = EXP.resources({**p, "dynamics": "sgf"}, 1)
     assert sgf["runtime"] > 2 * sgd["runtime"]

@@ -35,7 +35,8 @@
 
 All chains of a cell draw from one stream, ``two_layer/<dynamics>``, seeded by the cell's
 parameters of the old config block (:data:`SEED_KEYS`), consumed in the order pre-run, sampling
-(replica by replica), relaxation. Conventions: vec is column stacking and
+(one key per replica, drawn replica by replica; the replicas then run in groups split over
+numba's threads, :func:`sample`), relaxation. Conventions: vec is column stacking and
 ``theta = [vec W1; vec W2]`` (:mod:`weightdyn.two_layer.theory`); the moments of
 :func:`weightdyn.two_layer.simulate.run_sgd_two_layer` are row-major and are permuted here.
 A chain that diverges raises :class:`Diverged`, which the cell turns into a flagged dataset.
