@@ -247,6 +247,33 @@ def test_independent_of_the_thread_count(kind):
         assert np.array_equal(getattr(one, name), getattr(many, name)), name
 
 
+@pytest.mark.parametrize("kind", ["sgd", "sgf"])
+def test_replicas_together_match_replicas_alone(kind):
+    """Per-replica references and the caller's keys: replica r of one run is bit for bit the
+    one-replica run with its reference and key (the two-layer sampling window runs so)."""
+    data, _, _ = _problem(N_i=5, N_o=2, P=40)
+    rng = np.random.default_rng(3)
+    R, shape1, shape2 = 3, (4, 5), (2, 4)
+    refs = (rng.normal(size=(R, *shape1)), rng.normal(size=(R, *shape2)))
+    inits = (refs[0] + 0.01 * rng.normal(size=(R, *shape1)), refs[1] + 0.0)
+    keys = np.concatenate([replica_keys(np.random.default_rng(r), 1) for r in range(R)])
+    run = sim.run_sgd_two_layer if kind == "sgd" else sim.run_sgf_two_layer
+    opts = {"w_star": np.zeros((2, 5)), "trace_every": 20}
+    schedule, update = Schedule(0, 640, 5, 2), Update(0.05, 4, "with")
+    both = run(data.X, data.Y, refs, inits, update, schedule, None, keys=keys, **opts)
+    for r in range(R):
+        alone = run(data.X, data.Y, (refs[0][r], refs[1][r]), (inits[0][r], inits[1][r]),
+                    update, schedule, np.random.default_rng(r), **opts)  # fmt: skip
+        for name in (*_MOMENTS, "n_records"):
+            assert np.array_equal(getattr(both, name)[2 * r : 2 * r + 2], getattr(alone, name))
+        for name in ("final_W1", "final_W2"):
+            assert np.array_equal(getattr(both, name)[r], getattr(alone, name)[0]), name
+        for name in ("trace_D2", "trace_dist_avg"):
+            assert np.array_equal(getattr(both, name)[:, r], getattr(alone, name)[:, 0]), name
+    with pytest.raises(ValueError, match="keys"):
+        run(data.X, data.Y, refs, inits, update, schedule, None, keys=keys[:2], **opts)
+
+
 def test_moments_match_explicit_records():
     """The group sums equal sums over the kernel's records (same batches via the same rng)."""
     data, _, _ = _problem(N_i=5, N_o=2, P=40)

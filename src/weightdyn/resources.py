@@ -91,9 +91,16 @@ def two_layer_cell(cell: Mapping[str, object], attempt: int = 1) -> dict[str, in
     S, replicas = int(cell["batch_size"]), int(cell.get("replicas", 8))
     n_theta = n_h * (n_i + n_o)
     seconds = replicas * 1e6 * S * n_h * (n_i + n_o) / TL_MULADDS_PER_S + 50 * n_theta**3 / 1e9
-    floats = 8 * n_theta**2 + P * (n_i + n_o) + replicas * 4 * n_theta**2
+    threads = kernel_threads(seconds, replicas)
+    # sampling holds the second moments of n_blocks (replica, block) groups of a replica per
+    # thread, and up to 64 MiB of further replicas (two_layer.protocol.replica_groups)
+    blocks = int(cell.get("n_blocks", 8))
+    moments = threads * blocks * n_theta**2 + (64 << 20) / 8
+    floats = 8 * n_theta**2 + moments + P * (n_i + n_o) + replicas * 4 * n_theta**2
     return {
         "mem_mb": attempt * _mb(floats),
         "runtime": _minutes(seconds, attempt),
-        "threads": 1,  # sampling runs one replica at a time: a second thread would idle
+        # pre-run, relaxation and (in groups of at least a replica per thread) sampling run
+        # several replicas in one kernel, which splits them over the threads
+        "threads": threads,
     }

@@ -35,7 +35,8 @@
 
 All chains of a cell draw from one stream, ``two_layer/<dynamics>``, seeded by the cell's
 parameters of the old config block (:data:`SEED_KEYS`), consumed in the order pre-run, sampling
-(replica by replica), relaxation. Conventions: vec is column stacking and
+(one key per replica, drawn replica by replica; the replicas then run in groups split over
+numba's threads, :func:`sample`), relaxation. Conventions: vec is column stacking and
 ``theta = [vec W1; vec W2]`` (:mod:`weightdyn.two_layer.theory`); the moments of
 :func:`weightdyn.two_layer.simulate.run_sgd_two_layer` are row-major and are permuted here.
 A chain that diverges raises :class:`Diverged`, which the cell turns into a flagged dataset.
@@ -47,9 +48,11 @@ import math
 import time
 from dataclasses import dataclass, field
 
+import numba
 import numpy as np
 
 from weightdyn import observables, seeds, stationarity
+from weightdyn.counter_rng import replica_keys
 from weightdyn.experiments import Params, Progress
 from weightdyn.sgd import Schedule, Update
 from weightdyn.streams import progress_line
@@ -395,37 +398,95 @@ class SlowestModeAndLoss:
         return np.stack([proj, loss], axis=-1)
 
 
+class PerReplica:
+    """The observable hook of a run of several replicas, each about its own reference point:
+    replica ``r``'s records go through ``hooks[r]`` alone (a contiguous one-replica copy, as in
+    a run of that replica by itself), so its series is bit-identical to that run's."""
+
+    def __init__(self, hooks: list[SlowestModeAndLoss]):
+        self.hooks = hooks
+        self.names = hooks[0].names
+
+    def __call__(self, rec1: np.ndarray, rec2: np.ndarray) -> np.ndarray:
+        return np.concatenate([
+            h(np.ascontiguousarray(rec1[:, r : r + 1]), np.ascontiguousarray(rec2[:, r : r + 1]))
+            for r, h in enumerate(self.hooks)
+        ], axis=1)  # fmt: skip
+
+
+#: second moments of the (replica, block) groups that one sampling run may hold beyond a
+#: thread's replica (:func:`replica_groups`; resources.two_layer_cell requests them)
+GROUP_MOMENT_BYTES = 64 << 20
+
+
+def replica_groups(R: int, n_blocks: int, n1: int, n2: int, n_records: int,
+                   threads: int) -> list[range]:  # fmt: skip
+    """The replicas of the sampling window in groups that run together (one kernel call per
+    chunk, the group's replicas split over numba's ``threads``): a replica per thread, more
+    while their second moments (``n_blocks`` (replica, block) groups each) stay within
+    :data:`GROUP_MOMENT_BYTES`, and no more than keep the observable series at the stride of a
+    one-replica run (the series recorder averages snapshots once ``n_records x group`` points
+    would exceed its cap). Any grouping gives the same bits; this one bounds the memory."""
+    per_replica = 8 * n_blocks * (n1 * n1 + n1 * n2 + n2 * n2)
+    size = max(1, min(R, max(threads, GROUP_MOMENT_BYTES // per_replica)))
+
+    def stride(g: int) -> int:
+        cap = max(1, observables.MAX_SERIES_BYTES // (8 * g * len(SlowestModeAndLoss.names)))
+        return max(1, math.ceil(n_records / cap))
+
+    while size > 1 and stride(size) != stride(1):
+        size -= 1
+    return [range(r0, min(R, r0 + size)) for r0 in range(0, R, size)]
+
+
 def sample(s: Setup, pre: Prerun, plan: LocalPlan, p: Params, rng: np.random.Generator,
            progress: Progress) -> Samples:  # fmt: skip
     """Each replica continues for ``sample_steps`` in ``n_blocks`` time blocks, recording all
     second moments about its local point; :func:`analyse_replica` evaluates them. The series of
     :class:`SlowestModeAndLoss` (slowest mode of the pre-run linearisation: each replica's with
     ``local_point = prerun``, replica 0's with ``window``, as :func:`local_plan` computes them)
-    give the window's tau_int and effective sample size (``Samples.ess``, logged)."""
+    give the window's tau_int and effective sample size (``Samples.ess``, logged).
+
+    The replicas run in groups (:func:`replica_groups`: at least one replica per numba thread),
+    each about its own local point, so that the kernel splits them over numba's threads. Their
+    stream keys are drawn from ``rng`` replica by replica, one draw each, exactly as the
+    one-replica runs of earlier versions drew them: every replica's results are bit-identical
+    to those runs' (the streams depend only on the key and the global step)."""
     R, lr, S, sampling = p["replicas"], float(p["lr"]), p["batch_size"], p["sampling"]
     nb = p["n_blocks"]
     out = _empty_samples(pre, plan, p, s.layout.n1, s.layout.n2)
     progress(f"sampling: local tau = {plan.tau:.4g} steps, {plan.sample_steps} steps per replica")
     sets = [np.arange(nb)] + [np.delete(np.arange(nb), b) for b in range(nb)]
     run = RUNNERS[p["dynamics"]]
-    t0 = time.perf_counter()
-    for r in range(R):
+    keys = np.concatenate([replica_keys(rng, 1) for _ in range(R)])
+    n_rec = plan.sample_steps // plan.thin
+    groups = replica_groups(R, nb, s.layout.n1, s.layout.n2, n_rec, numba.get_num_threads())
+    series, t0 = [], time.perf_counter()
+    for g in groups:
+        idx = np.asarray(g)
+        W1_loc, W2_loc = out.W1_loc[idx].copy(), out.W2_loc[idx].copy()
+        hook = PerReplica([SlowestModeAndLoss.at(s, plan.lins[r], out.W1_loc[r], out.W2_loc[r])
+                           for r in g])  # fmt: skip
         res = run(
-            s.X, s.Y, (out.W1_loc[r], out.W2_loc[r]), (pre.final_W1[r], pre.final_W2[r]),
+            s.X, s.Y, (W1_loc, W2_loc), (pre.final_W1[idx], pre.final_W2[idx]),
             Update(lr, S, sampling), Schedule(0, plan.sample_steps, plan.thin, nb), rng,
             w_star=s.w_star, trace_every=plan.trace_every, second_moments="all",
-            observables=SlowestModeAndLoss.at(s, plan.lins[r], out.W1_loc[r], out.W2_loc[r]),
+            observables=hook, keys=keys[idx],
         )  # fmt: skip
         if res.diverged:
             raise Diverged("sampling")
-        steps, elapsed = (r + 1) * plan.sample_steps, time.perf_counter() - t0
-        line = progress_line("sampling", steps, R * plan.sample_steps, 1, elapsed)
-        progress(f"sampled replica {r + 1}/{R}: {line} (observable hook {res.obs_elapsed_s:.3f} s)")
-        out.series.append(res.obs_series)
-        out.traces.append({k: getattr(res, k) for k in ("trace_step", *TRACE_NAMES)})
-        out.final_W1[r], out.final_W2[r] = res.final_W1[0], res.final_W2[0]
-        analyse_replica(s, p, res, r, sets, out)
-    series = np.concatenate(out.series, axis=1)
+        steps, elapsed = (g.stop) * plan.sample_steps, time.perf_counter() - t0
+        line = progress_line("sampling", steps, R * plan.sample_steps, len(g), elapsed)
+        progress(f"sampled replicas {g.start + 1}-{g.stop}/{R}: {line} "
+                 f"(observable hook {res.obs_elapsed_s:.3f} s)")  # fmt: skip
+        series.append(res.obs_series)
+        for j, r in enumerate(g):
+            own = {k: getattr(res, k)[:, j : j + 1] for k in TRACE_NAMES}
+            out.traces.append({"trace_step": res.trace_step, **own})
+            out.final_W1[r], out.final_W2[r] = res.final_W1[j], res.final_W2[j]
+            analyse_replica(s, p, _replica_moments(res, j, nb), r, sets, out)
+    series = np.concatenate(series, axis=1)
+    out.series = [series[:, r : r + 1] for r in range(R)]
     out.ess = observables.effective_sample_size(
         series, res.obs_spacing, plan.sample_steps, res.obs_names
     )
@@ -433,6 +494,24 @@ def sample(s: Setup, pre: Prerun, plan: LocalPlan, p: Params, rng: np.random.Gen
     for line in [*observables.ess_log_lines(out.ess), *out.stationarity.log_lines()]:
         progress(line)
     return out
+
+
+@dataclass(frozen=True)
+class ReplicaMoments:
+    """The moment sums of one replica's ``n_blocks`` (replica, block) groups of a run."""
+
+    n_records: np.ndarray
+    sum_dW1: np.ndarray
+    sum_dW2: np.ndarray
+    sum_dW1dW1: np.ndarray
+    sum_dW1dW2: np.ndarray
+    sum_dW2dW2: np.ndarray
+
+
+def _replica_moments(res: sim.TwoLayerSGDResult, j: int, nb: int) -> ReplicaMoments:
+    rows = slice(j * nb, (j + 1) * nb)  # group = replica * n_blocks + block
+    names = ("n_records", "sum_dW1", "sum_dW2", "sum_dW1dW1", "sum_dW1dW2", "sum_dW2dW2")
+    return ReplicaMoments(*(getattr(res, k)[rows] for k in names))
 
 
 def window_test(s: Setup, series: np.ndarray) -> stationarity.StationarityTest:
@@ -454,7 +533,7 @@ def _recentred(M11, M12, M22, m1, m2, mm1, mm2):
     return M11, M12, M22, m1 - mm1, m2 - mm2
 
 
-def analyse_replica(s: Setup, p: Params, res: sim.TwoLayerSGDResult, r: int,
+def analyse_replica(s: Setup, p: Params, res: ReplicaMoments, r: int,
                     sets: list[np.ndarray], out: Samples) -> None:  # fmt: skip
     """Spectra of replica ``r`` per block set (protocols a and b, jackknife), the theory at its
     local point and the loss perturbations (written into ``out``)."""

@@ -968,6 +968,7 @@ class _Options:
     second_moments: str = "all"
     progress: Callable[[str], None] | None = None
     observables: Observables | None = None
+    keys: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -998,15 +999,19 @@ def _check_problem(X, Y, refs, inits, opts: _Options) -> _Problem:
     N_o = Y.shape[1]
     W1_ref = np.ascontiguousarray(W1_ref, dtype=np.float64)
     W2_ref = np.ascontiguousarray(W2_ref, dtype=np.float64)
-    if W1_ref.ndim != 2 or W1_ref.shape[1] != N_i:
-        raise ValueError(f"W1_ref must have shape (N_h, {N_i}), got {W1_ref.shape}")
-    N_h = W1_ref.shape[0]
-    if W2_ref.shape != (N_o, N_h):
-        raise ValueError(f"W2_ref must have shape ({N_o}, {N_h}), got {W2_ref.shape}")
+    if W1_ref.ndim not in (2, 3) or W1_ref.shape[-1] != N_i:
+        raise ValueError(f"W1_ref must have shape ([R,] N_h, {N_i}), got {W1_ref.shape}")
+    N_h = W1_ref.shape[-2]
+    if W2_ref.shape[-2:] != (N_o, N_h) or W2_ref.ndim != W1_ref.ndim:
+        raise ValueError(f"W2_ref must have shape ([R,] {N_o}, {N_h}), got {W2_ref.shape}")
     W1 = _prepare_init(W1_init, (N_h, N_i), "W1_init", opts.replicas)
     W2 = _prepare_init(W2_init, (N_o, N_h), "W2_init", opts.replicas)
     if W1.shape[0] != W2.shape[0]:
         raise ValueError(f"W1_init and W2_init disagree on R: {W1.shape[0]} vs {W2.shape[0]}")
+    if W1_ref.ndim == 3 and (W1_ref.shape[0] != W1.shape[0] or W2_ref.shape[0] != W1.shape[0]):
+        raise ValueError(f"per-replica W1_ref, W2_ref must have R = {W1.shape[0]} rows")
+    if opts.keys is not None and np.shape(opts.keys) != (W1.shape[0],):
+        raise ValueError(f"keys must have shape ({W1.shape[0]},), got {np.shape(opts.keys)}")
     w_star = least_squares_solution(X, Y) if opts.w_star is None else np.asarray(opts.w_star, float)
     w_star = np.ascontiguousarray(w_star, dtype=np.float64)
     if w_star.shape != (N_o, N_i):
@@ -1078,6 +1083,13 @@ def _add_records(record: Record, d1: np.ndarray, d2: np.ndarray) -> None:
         record.n_records[:, b] += a1.shape[1]
 
 
+def _ref_norm(W_ref: np.ndarray) -> float:
+    """``|W_ref|_F``; the largest over the replicas of a per-replica reference (R, ., .)."""
+    if W_ref.ndim == 2:
+        return np.linalg.norm(W_ref)
+    return np.max(np.linalg.norm(W_ref.reshape(W_ref.shape[0], -1), axis=1))
+
+
 def _bound(pb: _Problem) -> tuple[float, np.ndarray]:
     """The divergence bound on ``|W1|_F``, ``|W2|_F`` (``1e6`` times the scale of the reference,
     ``w*`` and the initial weights, plus one) and the replicas non-finite at the start."""
@@ -1085,8 +1097,8 @@ def _bound(pb: _Problem) -> tuple[float, np.ndarray]:
     with np.errstate(all="ignore"):
         scale = max(
             np.max(np.abs(pb.w_star), initial=0.0),
-            np.linalg.norm(pb.W1_ref),
-            np.linalg.norm(pb.W2_ref),
+            _ref_norm(pb.W1_ref),
+            _ref_norm(pb.W2_ref),
             np.max(np.linalg.norm(pb.W1.reshape(R, -1), axis=1), initial=0.0),
             np.max(np.linalg.norm(pb.W2.reshape(R, -1), axis=1), initial=0.0),
         )
@@ -1141,8 +1153,12 @@ class TwoLayerKernel:
             return
         self.trace.add(diag)
         if record.block is not None:
-            d1 = rec1.reshape(n_rec, W1.shape[0], -1) - pb.W1_ref.reshape(-1)
-            _add_records(record, d1, rec2.reshape(n_rec, W1.shape[0], -1) - pb.W2_ref.reshape(-1))
+            R = W1.shape[0]
+            ref1 = pb.W1_ref.reshape(-1 if pb.W1_ref.ndim == 2 else (R, -1))
+            ref2 = pb.W2_ref.reshape(-1 if pb.W2_ref.ndim == 2 else (R, -1))
+            _add_records(
+                record, rec1.reshape(n_rec, R, -1) - ref1, rec2.reshape(n_rec, R, -1) - ref2
+            )
             record.observed = (rec1, rec2)
 
 
@@ -1199,7 +1215,12 @@ def _run(X, Y, refs, inits, rng: np.random.Generator, opts: _Options) -> TwoLaye
     bound, diverged = _bound(pb)
     trace = _Trace(R, trace_every // thin, plan.total_steps // trace_every, thin)
     kernel, dt_used = _kernel(pb, opts, plan, trace)
-    state = State.start(pb.W1, rng, pb.X.shape[0], extra=(pb.W2,))
+    if opts.keys is None:
+        state = State.start(pb.W1, rng, pb.X.shape[0], extra=(pb.W2,))
+    else:  # the caller's keys: nothing is drawn from rng
+        perm = np.tile(np.arange(pb.X.shape[0], dtype=np.int64), (R, 1))
+        keys = np.array(opts.keys, dtype=np.uint64)
+        state = State(pb.W1, keys, perm, np.zeros(R, dtype=bool), (pb.W2,))
     state.diverged |= diverged
     settings = Settings(plan, bound, opts.kind.upper(), opts.progress, opts.observables)
     moments = engine_run(kernel, state, settings)
@@ -1232,6 +1253,7 @@ def run_sgd_two_layer(
     second_moments: str = "all",
     progress: Callable[[str], None] | None = None,
     observables: Observables | None = None,
+    keys: np.ndarray | None = None,
 ) -> TwoLayerSGDResult:
     """Run R SGD replicas of the two-layer network (Eq. 41) and accumulate weight moments.
 
@@ -1262,10 +1284,18 @@ def run_sgd_two_layer(
     ``observables``: an optional hook called with the raw records ``(W1, W2)`` (n_rec, R, N_h,
     N_i), (n_rec, R, N_o, N_h) of every sampling chunk after they exist; it only reads them, so
     every other field is bit-identical with and without it (``obs_*`` fields of the result).
+
+    ``refs`` may also be per replica, ``W1_ref`` (R, N_h, N_i) and ``W2_ref`` (R, N_o, N_h):
+    replica ``r``'s records are then taken about its own reference, bit for bit as in a run of
+    replica ``r`` alone (the divergence bound takes the largest replica's reference). ``keys``
+    (R,) uint64: the replicas' counter-based stream keys
+    (:func:`weightdyn.counter_rng.replica_keys`), instead of one draw from ``rng``, which is then
+    left untouched; replica ``r`` of a run with ``keys`` is bit-identical to a one-replica run
+    with ``keys[r : r + 1]`` (the streams depend only on the key and the global step).
     """
     opts = _Options(
         "sgd", update, schedule, replicas=replicas, w_star=w_star, trace_every=trace_every,
-        second_moments=second_moments, progress=progress, observables=observables,
+        second_moments=second_moments, progress=progress, observables=observables, keys=keys,
     )  # fmt: skip
     return _run(X, Y, refs, inits, rng, opts)
 
@@ -1286,6 +1316,7 @@ def run_sgf_two_layer(
     second_moments: str = "all",
     progress: Callable[[str], None] | None = None,
     observables: Observables | None = None,
+    keys: np.ndarray | None = None,
 ) -> TwoLayerSGDResult:
     """Euler-Maruyama integration of the SGF (Eqs. 51-52) for R replicas, as for SGD.
 
@@ -1300,6 +1331,6 @@ def run_sgf_two_layer(
     """
     opts = _Options(
         "sgf", update, schedule, dt=dt, replicas=replicas, w_star=w_star, trace_every=trace_every,
-        second_moments=second_moments, progress=progress, observables=observables,
+        second_moments=second_moments, progress=progress, observables=observables, keys=keys,
     )  # fmt: skip
     return _run(X, Y, refs, inits, rng, opts)
