@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from weightdyn.counter_rng import uniform
+
 
 @njit(cache=True, inline="always")
 def draw_batch(u: np.ndarray, P: int, with_replacement: bool, perm: np.ndarray, idx: np.ndarray):
@@ -30,3 +32,16 @@ def draw_batch(u: np.ndarray, P: int, with_replacement: bool, perm: np.ndarray, 
             perm[j] = perm[k]
             perm[k] = tmp
             idx[j] = perm[j]
+
+
+@njit(cache=True, inline="always")
+def draw_step_batch(key, step, u: np.ndarray, P: int, with_replacement: bool, perm: np.ndarray,
+                    idx: np.ndarray):  # fmt: skip
+    """The mini-batch of global step ``step`` of the replica with stream ``key``: uniforms
+    ``step S .. step S + S - 1`` of its counter-based stream into ``u`` (S,), then
+    :func:`draw_batch` into ``idx`` (the kernels' shared App. C sampling)."""
+    S = u.shape[0]
+    base = np.uint64(step) * np.uint64(S)
+    for s in range(S):
+        u[s] = uniform(key, base + np.uint64(s))
+    draw_batch(u, P, with_replacement, perm, idx)

@@ -22,7 +22,7 @@ replica-steps per second, but pays its import and compilation once per cell); nu
 
 Randomness: step ``t`` of replica ``r`` chooses its batch by the uniforms ``t S .. t S + S - 1``
 of the replica's counter-based stream (:mod:`weightdyn.counter_rng`, key from one draw of the
-caller's generator) through :func:`weightdyn.minibatch.draw_batch`. A replica's trajectory
+caller's generator) through :func:`weightdyn.minibatch.draw_step_batch`. A replica's trajectory
 depends only on its key and the global step index, never on the thread count or the chunking,
 so kernel results are bit-identical for any of them.
 
@@ -45,8 +45,8 @@ import numpy as np
 from numba import njit, prange
 from numpy.typing import ArrayLike
 
-from weightdyn.counter_rng import uniform, uniforms
-from weightdyn.minibatch import draw_batch
+from weightdyn.counter_rng import uniforms
+from weightdyn.minibatch import draw_step_batch
 from weightdyn.models.base import FloatArray, Model
 from weightdyn.models.networks import DeepLinear, OneHidden
 from weightdyn.sgd.engine import (
@@ -236,10 +236,7 @@ def _advance(X, Y, theta, spec, work_size, c, S, with_replacement, perm, key, st
     d = np.empty(n_par, np.float64)
     work = np.empty(work_size, np.float64)
     for t in range(n):
-        base = np.uint64(step0 + t) * np.uint64(S)
-        for s in range(S):
-            u[s] = uniform(key, base + np.uint64(s))
-        draw_batch(u, P, with_replacement, perm, idx)  # App. C sampling
+        draw_step_batch(key, step0 + t, u, P, with_replacement, perm, idx)  # App. C sampling
         if spec[0] == _DEEP:
             _deep_linear_gradient(X, Y, theta, idx, spec, work, g)
         else:

@@ -60,8 +60,8 @@ import numpy as np
 from numba import njit, prange
 
 from weightdyn.blas import add_gram_lower
-from weightdyn.counter_rng import normal, splitmix64, uniform
-from weightdyn.minibatch import draw_batch
+from weightdyn.counter_rng import normal, splitmix64
+from weightdyn.minibatch import draw_step_batch
 from weightdyn.observables import Observables
 from weightdyn.sgd import engine
 from weightdyn.sgd.engine import (
@@ -260,10 +260,7 @@ def sgd_kernel(
         key = keys[r]
         k_rec = 0
         for t in range(n):
-            base = np.uint64(step0 + t) * np.uint64(S)
-            for s in range(S):
-                u[s] = uniform(key, base + np.uint64(s))
-            draw_batch(u, P, with_replacement, perm[r], idx)  # App. C sampling
+            draw_step_batch(key, step0 + t, u, P, with_replacement, perm[r], idx)
             _sgd_step(X, y, w, c, idx, res)
             if (t + 1) % thin == 0:
                 ok, k_group, k_rec = _record_state(
@@ -378,10 +375,7 @@ def sgd_variant_kernel(
         nkey = _noise_key(key)
         k_rec = 0
         for t in range(n):
-            base = np.uint64(step0 + t) * np.uint64(S)
-            for s in range(S):
-                u[s] = uniform(key, base + np.uint64(s))
-            draw_batch(u, P, with_replacement, perm[r], idx)  # App. C sampling
+            draw_step_batch(key, step0 + t, u, P, with_replacement, perm[r], idx)
             _batch_gradient(X, y, w, chi, idx, res, g)
             _apply_step(w, g, lr, drift, noise, nkey, step0 + t, xi)
             if (t + 1) % thin == 0:

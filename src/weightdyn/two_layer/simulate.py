@@ -71,9 +71,9 @@ import numpy as np
 from numba import njit, prange
 from scipy.integrate import solve_ivp
 
-from weightdyn.counter_rng import normal, uniform
+from weightdyn.counter_rng import normal
 from weightdyn.linear_theory import noise_prefactor
-from weightdyn.minibatch import draw_batch
+from weightdyn.minibatch import draw_step_batch
 from weightdyn.observables import Observables, series_fields
 from weightdyn.sgd.engine import (
     RECORD_GROUP,
@@ -698,10 +698,7 @@ def sgd_kernel(
         key = keys[r]
         k_rec = 0
         for t in range(n):
-            base = np.uint64(step0 + t) * np.uint64(S)
-            for s in range(S):
-                u[s] = uniform(key, base + np.uint64(s))
-            draw_batch(u, P, with_replacement, perm[r], idx)  # App. C sampling
+            draw_step_batch(key, step0 + t, u, P, with_replacement, perm[r], idx)
             K[:] = 0.0
             _add_samples(K, w, X, Y, idx, a)
             _layer_step(w1, w2, w, K, d2)
