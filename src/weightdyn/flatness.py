@@ -29,6 +29,28 @@ Layers of this module, all pure (no simulation, no model):
   replica x time-block groups), the PCA redone on every leave-one-group-out set, the profiles
   either redone too or held at the full sample's directions (``redo_profiles``), and the modes
   used and excluded (with the reason) reported.
+
+**The jackknife of** :func:`ivfr_measurement`. Each leave-one-group-out set gets its own
+pooled covariance and its own PCA; the fits are redone on every set and the errors are the
+delete-one jackknife of ``(variances, psi, slope)`` (:func:`weightdyn.stats.jackknife_of_mean`).
+Modes are matched by rank (0 = largest variance). The profiles are the expensive part:
+
+* ``redo_profiles=False`` (default; one profile per mode): ``F_i`` and ``kappa_i`` are
+  measured once, along the full sample's directions ``p_i``, and held fixed; in each
+  leave-one-out set the variance of mode ``i`` is ``p_i^T C_(-g) p_i`` along the same
+  ``p_i`` (to first order the leave-one-out eigenvalue, by first-order perturbation
+  theory). The errors then contain the sampling error of the variances, not the
+  change of ``F_i`` or ``kappa_i`` as the estimated direction moves. That change is of
+  second order where ``p_i`` is also a principal direction of the loss (as for a loss
+  whose Hessian shares the covariance's eigenvectors) and of first order otherwise;
+* ``redo_profiles=True`` (G + 1 profiles per mode): the leave-one-out sets' own directions,
+  eigenvalues and profiles along those directions; the errors contain the direction's
+  uncertainty too.
+
+The full-sample fit uses the modes that are resolved, have a positive variance and a
+complete positive width (``psi``) or positive curvature (slope); the others are listed in
+the fit's ``excluded`` with the reason. Each leave-one-out fit uses those of the same modes
+that are usable in its set (``n_loo_changed`` counts the sets that lost one).
 """
 
 from __future__ import annotations
@@ -611,27 +633,7 @@ def ivfr_measurement(
     then None). ``resolved`` (d,) marks the modes the caller trusts (False: excluded as
     "unresolved", e.g. variances at the noise floor of the sampling).
 
-    **What is jackknifed.** Each leave-one-group-out set gets its own pooled covariance and its
-    own PCA; the fits are redone on every set and the errors are the delete-one jackknife of
-    ``(variances, psi, slope)`` (:func:`weightdyn.stats.jackknife_of_mean`). Modes are matched
-    by rank (0 = largest variance). The profiles are the expensive part:
-
-    * ``redo_profiles=False`` (default; one profile per mode): ``F_i`` and ``kappa_i`` are
-      measured once, along the full sample's directions ``p_i``, and held fixed; in each
-      leave-one-out set the variance of mode ``i`` is ``p_i^T C_(-g) p_i`` along the same
-      ``p_i`` (to first order the leave-one-out eigenvalue, by first-order perturbation
-      theory). The errors then contain the sampling error of the variances, not the
-      change of ``F_i`` or ``kappa_i`` as the estimated direction moves. That change is of
-      second order where ``p_i`` is also a principal direction of the loss (as for a loss
-      whose Hessian shares the covariance's eigenvectors) and of first order otherwise;
-    * ``redo_profiles=True`` (G + 1 profiles per mode): the leave-one-out sets' own directions,
-      eigenvalues and profiles along those directions; the errors contain the direction's
-      uncertainty too.
-
-    The full-sample fit uses the modes that are resolved, have a positive variance and a
-    complete positive width (``psi``) or positive curvature (slope); the others are listed in
-    the fit's ``excluded`` with the reason. Each leave-one-out fit uses those of the same modes
-    that are usable in its set (``n_loo_changed`` counts the sets that lost one).
+    **What is jackknifed**, and which modes each fit uses: see the module docstring.
     """
     g, cov_of, d = _groups(groups, kind)
     k = g.shape[0]
