@@ -18,7 +18,7 @@ from weightdyn.experiments import ConfigError
 from weightdyn.plots.common import save
 from weightdyn.single_layer.datasets import sgd_dataset, theory_dataset
 from weightdyn.single_layer.protocol import SGDProtocol, run_stationary_sgd
-from weightdyn.single_layer.stationary_experiment import CELL_KEYS
+from weightdyn.single_layer.stationary_experiment import CELL_KEYS, slowest_tau_int
 from weightdyn.single_layer.teacher_student import TEACHER_STUDENT
 
 EXP = experiments.get("single_layer")
@@ -144,9 +144,10 @@ def test_sgd_cell_is_the_old_theory_and_sgd_files_bit_for_bit() -> None:
     proto = SGDProtocol(init="random", init_scale=0.3,
                         **{k: v for k, v in TINY.items() if k != "n_test"})  # fmt: skip
     w_star, result = run_stationary_sgd(data, params["lr"], 3, "with", proto, rng)
-    old = xr.merge(
-        [theory_dataset(data, params["lr"], 3, "with"), sgd_dataset(data, w_star, result)]
-    )
+    theory = theory_dataset(data, params["lr"], 3, "with")
+    tau_int = slowest_tau_int(theory, "sgd", 1.0)  # the tiny cell's blocks are short: pooled
+    assert int(ds["errors_by_replica"]) == 1
+    old = xr.merge([theory, sgd_dataset(data, w_star, result, tau_int=tau_int)])
     for name in old.data_vars:
         assert np.array_equal(ds[name].values, old[name].values, equal_nan=True), name
 

@@ -16,7 +16,9 @@ Eq. 16) or either value is not finite (diverged SGD) are left out. Rows without 
 
 Flagged cells: a merged dataset with the per-cell flags of :data:`FLAGS` (``undersampled``:
 sampled for too few autocorrelation times, :mod:`weightdyn.observables`; ``not_stationary``: the
-sampling window's late half differs from its early half, :mod:`weightdyn.stationarity`) is
+sampling window's late half differs from its early half, :mod:`weightdyn.stationarity`;
+``length_capped``: the sampling length was cut by its cap,
+:func:`weightdyn.single_layer.protocol.length_dataset`) is
 passed through :func:`with_flags`, which makes the flags coordinates; every DataArray a row takes
 from the dataset then carries them, and :func:`agreement` reports per flag, among the cells whose
 points the row uses, how many are flagged (``<flag>_cells``: "k of n", with the flagged cells'
@@ -37,8 +39,9 @@ from weightdyn import io
 
 PAPER = "000"
 #: the per-cell flags: fewer than 50 tau_int sampled (:mod:`weightdyn.observables`), and a
-#: sampling window that is not stationary (:mod:`weightdyn.stationarity`)
-FLAGS = ("undersampled", "not_stationary")
+#: sampling window that is not stationary (:mod:`weightdyn.stationarity`), and a sampling
+#: length cut by its cap (:func:`weightdyn.single_layer.protocol.length_dataset`)
+FLAGS = ("undersampled", "not_stationary", "length_capped")
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,7 @@ class Agreement:
     paper: str = PAPER
     undersampled_cells: str = "n/a"
     not_stationary_cells: str = "n/a"
+    length_capped_cells: str = "n/a"
 
 
 def with_flags(ds: xr.Dataset) -> xr.Dataset:
@@ -212,7 +216,8 @@ CAPTION = (
     "a row uses, those sampled for fewer than 50 integrated autocorrelation times of their "
     "slowest observables (their error bars are not reliable). Not stationary cells: those whose "
     "sampling window's late half differs from its early half (burn-in too short; their "
-    "estimates are biased)."
+    "estimates are biased). Length-capped cells: those whose sampling length the cap "
+    "sample_max_steps cut below what their relaxation time and precision target need."
 )
 
 COLUMNS = (
@@ -228,6 +233,7 @@ COLUMNS = (
     ("worst_point", "at"),
     ("undersampled_cells", "undersampled cells"),
     ("not_stationary_cells", "not stationary cells"),
+    ("length_capped_cells", "length-capped cells"),
 )
 
 

@@ -13,8 +13,10 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 __all__ = [
+    "MIN_BLOCK_TAU_INT",
     "IntegratedTime",
     "LineFit",
+    "blocks_too_short",
     "eigenvalues_with_se",
     "group_covariances",
     "integrated_autocorrelation_time",
@@ -25,7 +27,16 @@ __all__ = [
     "line_fit",
     "mean_with_se",
     "power_law_fit",
+    "sums_by_label",
 ]
+
+#: A time block must span at least this many integrated autocorrelation times ``tau_int`` of the
+#: slowest observable for (replica, block) groups to count as independent. The means of two
+#: adjacent blocks of ``L`` steps of a series with exponential autocorrelation are correlated by
+#: about ``tau_int / (2 L)``; a jackknife that treats them as independent underestimates the
+#: variance by a factor ``1 + 2 (B - 1) / B * tau_int / (2 L)`` (B blocks per replica): 1.75 at
+#: ``L = tau_int`` and B = 4, 1.15 at ``5 tau_int``, 1.075 at ``10 tau_int`` (s.e. 4 % low).
+MIN_BLOCK_TAU_INT = 10.0
 
 
 def group_covariances(
@@ -50,6 +61,29 @@ def group_covariances(
         return second
     m = np.asarray(sum_dw, dtype=np.float64) / n[:, None]
     return second - m[:, :, None] * m[:, None, :]
+
+
+def blocks_too_short(
+    block_steps: float, tau_int: float, min_tau_int: float = MIN_BLOCK_TAU_INT
+) -> bool:
+    """Whether time blocks of ``block_steps`` steps are too short to be independent groups:
+    shorter than ``min_tau_int`` slowest integrated autocorrelation times ``tau_int`` (steps;
+    see :data:`MIN_BLOCK_TAU_INT`). False for a non-finite ``tau_int`` (nothing relaxes)."""
+    return bool(np.isfinite(tau_int) and block_steps < min_tau_int * tau_int)
+
+
+def sums_by_label(labels: np.ndarray, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Each of ``arrays`` (G, ...) summed over the groups that share a label: rows
+    ``0 .. labels.max()`` (e.g. a replica's time blocks pooled into one group per replica)."""
+    labels = np.asarray(labels)
+    k = int(labels.max()) + 1
+    out = []
+    for arr in arrays:
+        arr = np.asarray(arr, dtype=np.float64)
+        pooled = np.zeros((k, *arr.shape[1:]))
+        np.add.at(pooled, labels, arr)
+        out.append(pooled)
+    return tuple(out)
 
 
 def _jackknife_se(loo: np.ndarray) -> np.ndarray:

@@ -33,6 +33,7 @@ from weightdyn.single_layer import bayes, bayes_rules
 from weightdyn.single_layer import params as sp
 from weightdyn.single_layer.bayes_data import NOISE_MODEL, REGRESSION
 from weightdyn.single_layer.bayes_figures import FIGURES
+from weightdyn.single_layer.datasets import blocks_too_short, error_groups
 from weightdyn.single_layer.simulate import SGDResult, run_sgd
 from weightdyn.single_layer.teacher_student import N_TEST
 
@@ -303,12 +304,14 @@ def _frobenius_with_se(covs: np.ndarray, target: np.ndarray) -> tuple[float, flo
 
 def sgd_dataset(result: SGDResult, tau: float, target: np.ndarray) -> xr.Dataset:
     """SGD's covariance about ``w_min``: eigenvalues, trace (jackknife), KL and Frobenius
-    error (bias-corrected jackknife); NaN if a replica diverged."""
+    error (bias-corrected jackknife) over :func:`~weightdyn.single_layer.datasets.error_groups`
+    with ``tau`` as the autocorrelation time (replicas as groups where a capped length leaves
+    blocks shorter than ten of it); NaN if a replica diverged."""
     N = target.shape[0]
     nan = np.full(N, np.nan)
     eig, eig_se, values = nan, nan, {k: (np.nan, np.nan) for k in ("trace", "kl", "frob")}
     if not result.diverged:
-        covs = stats.group_covariances(result.sum_dw, result.sum_dwdw, result.n_records)
+        covs = stats.group_covariances(*error_groups(result, tau))
         eig, eig_se = stats.eigenvalues_with_se(covs)
         values = {
             "trace": stats.jackknife_of_mean(lambda Ms: np.trace(Ms, axis1=1, axis2=2), covs),
@@ -326,6 +329,9 @@ def sgd_dataset(result: SGDResult, tau: float, target: np.ndarray) -> xr.Dataset
             tau, "slowest relaxation time (of the mean or the second moment)", "1"
         ),
         "sampled_tau": _scalar(result.sample_steps / tau, "sampling length in relaxation times"),
+        "errors_by_replica": _scalar(
+            float(blocks_too_short(result, tau)), "jackknife groups are replicas (short blocks)"
+        ),
     }
     for key, name, long in (("trace", "trace_M", "tr M"), ("kl", "kl", "KL to the target"),
                             ("frob", "frobenius", "relative Frobenius error")):  # fmt: skip

@@ -177,45 +177,54 @@ def euler_dataset(
     return _dataset(rows, data.N)
 
 
+_MOMENT_KEYS = ("eig", "se", "eig_t", "se_t", "var_w", "var_w_se", "var_ref", "var_ref_se",
+                "spatial", "spatial_se", "train", "train_se", "test", "test_se")  # fmt: skip
+
+
+def blocks_too_short(result: SGDResult, tau_int: float) -> bool:
+    """Whether the time blocks of ``result`` span fewer than ``MIN_BLOCK_TAU_INT`` slowest
+    autocorrelation times ``tau_int`` (:func:`weightdyn.stats.blocks_too_short`)."""
+    blocks_per_replica = result.sum_dw.shape[0] / result.replicas
+    return stats.blocks_too_short(result.sample_steps / blocks_per_replica, tau_int)
+
+
+def error_groups(result: SGDResult, tau_int: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(sum_dw, sum_dwdw, n_records) of the jackknife's groups: the (replica, time-block)
+    groups of ``result``, or, where a block spans fewer than
+    :data:`weightdyn.stats.MIN_BLOCK_TAU_INT` slowest autocorrelation times ``tau_int`` (in the
+    chain's steps), each replica's blocks pooled into one group (its blocks are not
+    independent; replicas always are)."""
+    if not blocks_too_short(result, tau_int):
+        return result.sum_dw, result.sum_dwdw, result.n_records
+    return stats.sums_by_label(
+        result.group_replica, result.sum_dw, result.sum_dwdw, result.n_records
+    )
+
+
 def _moments(
-    data: TeacherStudentData, w_star: np.ndarray, result: SGDResult
+    data: TeacherStudentData, w_star: np.ndarray, result: SGDResult, tau_int: float
 ) -> dict[str, np.ndarray | float]:
-    """Spectra, mean variances and losses with their jackknife errors (NaN if diverged)."""
+    """Spectra, mean variances and losses with their jackknife errors over
+    :func:`error_groups` (NaN if diverged)."""
     N = data.N
     if result.diverged:
         nan = np.full(N, np.nan)
-        keys = (
-            "var_w",
-            "var_w_se",
-            "var_ref",
-            "var_ref_se",
-            "spatial",
-            "spatial_se",
-            "train",
-            "train_se",
-            "test",
-        )
-        return {"eig": nan, "se": nan, "eig_t": nan, "se_t": nan} | dict.fromkeys(
-            (*keys, "test_se"), np.nan
-        )
-    n = result.n_records
-    covs_ref = stats.group_covariances(result.sum_dw, result.sum_dwdw, n, about="reference")
+        return {key: nan if key.startswith(("eig", "se")) else np.nan for key in _MOMENT_KEYS}
+    sum_dw, sum_dwdw, n = error_groups(result, tau_int)
+    covs_ref = stats.group_covariances(sum_dw, sum_dwdw, n, about="reference")
     out: dict[str, Any] = {}
     out["eig"], out["se"] = stats.eigenvalues_with_se(covs_ref)
     # per replica: pool its time blocks, then subtract the replica's own time average
-    R = result.replicas
-    s1 = np.zeros((R, N))
-    s2 = np.zeros((R, N, N))
-    np.add.at(s1, result.group_replica, result.sum_dw)
-    np.add.at(s2, result.group_replica, result.sum_dwdw)
-    counts = np.bincount(result.group_replica, weights=n, minlength=R)
+    s1, s2, counts = stats.sums_by_label(
+        result.group_replica, result.sum_dw, result.sum_dwdw, result.n_records
+    )
     covs_mean = stats.group_covariances(s1, s2, counts, about="mean")
     out["eig_t"], out["se_t"] = stats.eigenvalues_with_se(covs_mean)
     out["var_w"], out["var_w_se"] = stats.jackknife_of_mean(_mean_trace, covs_mean)
     out["var_ref"], out["var_ref_se"] = stats.jackknife_of_mean(_mean_trace, covs_ref)
-    out["spatial"], out["spatial_se"] = _spatial_variance(w_star, result.sum_dw / n[:, None],
-                                                          covs_ref)  # fmt: skip
-    losses = _losses(data, w_star, result.sum_dw / n[:, None], covs_ref)
+    mean_dw = sum_dw / n[:, None]
+    out["spatial"], out["spatial_se"] = _spatial_variance(w_star, mean_dw, covs_ref)
+    losses = _losses(data, w_star, mean_dw, covs_ref)
     out["train"], out["train_se"], out["test"], out["test_se"] = losses
     return out
 
@@ -226,17 +235,22 @@ def sgd_dataset(
     result: SGDResult,
     method: str = "SGD",
     source: str = SGD_SOURCE,
+    tau_int: float = float("inf"),
 ) -> xr.Dataset:
     """SGD estimates of one cell with jackknife standard errors over (replica, time-block) groups.
 
-    The covariance about w* uses every (replica, block) group; the covariance about the time
+    The covariance about w* uses every (replica, block) group, or one group per replica where
+    the blocks span fewer than ``MIN_BLOCK_TAU_INT`` slowest autocorrelation times ``tau_int``
+    (steps of the chain; :func:`error_groups`, flagged ``errors_by_replica``; ``inf``: never
+    pooled, for chains whose blocks are known to be long); the covariance about the time
     average subtracts each replica's average over the whole sampling window (paper 000 Fig. 4a:
     the temporal variance of each weight). Losses are exact functions of the first and second
     moments of w over the recorded snapshots (Eq. 9 for training, the fresh test set for testing).
     ``method`` names the simulation in the long names and ``source`` its equations: an SGF run
     (:mod:`weightdyn.single_layer.sgf`) has the same result layout and the same estimators.
     """
-    v, m, src = _moments(data, w_star, result), method, source
+    v, m, src = _moments(data, w_star, result, tau_int), method, source
+    by_replica = np.int8(blocks_too_short(result, tau_int))
     rows = [
         ("eig_M_sgd", v["eig"], f"eigenvalues of the {m} covariance about w*", src),
         ("eig_M_sgd_se", v["se"], "standard error of eig_M_sgd (jackknife)", src),
@@ -257,6 +271,8 @@ def sgd_dataset(
          f"{P000} Eq. 3 on a test set"),
         ("test_loss_se", v["test_se"], "standard error of test_loss", src),
         ("diverged", np.int8(result.diverged), f"{m} weights diverged (lr beyond stability)", src),
+        ("errors_by_replica", by_replica,
+         "jackknife groups are replicas (time blocks shorter than 10 slowest tau_int)", src),
         ("burnin_steps", result.burnin_steps, f"{m} burn-in steps", src),
         ("sample_steps", result.sample_steps, f"{m} sampling steps", src),
         ("replicas", result.replicas, f"independent {m} replicas", src),

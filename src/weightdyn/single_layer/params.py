@@ -57,6 +57,15 @@ PROTOCOL = (
     _protocol_param("sample_steps", "least sampling steps", 1),
     _protocol_param("sample_tau", "least sampling length in relaxation times tau", 0),
     _protocol_param("sample_max_steps", "most sampling steps", 1),
+    # None (not 0) when unset, so that configs without it keep their cell ids (sweep.cell_id)
+    Param(
+        "sample_rse",
+        float,
+        None,
+        "target relative standard error of tr M (sets the "
+        "sampling length with the floor sample_steps, sample_tau and the cap)",
+        **POSITIVE,
+    ),
     _protocol_param("thin", "steps between recorded snapshots", 1),
     _protocol_param("n_blocks", "time blocks per chain (error groups)", 1),
 )
@@ -70,5 +79,9 @@ def as_axis(param: Param) -> Param:
 def protocol(params: Params) -> SGDProtocol:
     """The cell's stationary-SGD protocol from its parameters."""
     return SGDProtocol(
-        **{p.name: params[p.name] for p in (*PROTOCOL, INIT, INIT_SCALE) if p.name in params}
+        **{
+            p.name: params[p.name]
+            for p in (*PROTOCOL, INIT, INIT_SCALE)
+            if params.get(p.name) is not None
+        }
     )

@@ -4,8 +4,12 @@ Burn-in is a multiple of the slowest relaxation time tau = 1/(lr omega_min) (pap
 SGD steps), plus, for a start away from w*, the relaxation times its distance needs
 (:func:`weightdyn.stationarity.extra_burnin_tau`: ``log(D^2 / tr M) / 2`` with ``D^2`` the squared
 distance of the start from w* and ``tr M`` that of Eq. 30), bounded below and capped; the
-sampling length is at least ``sample_steps`` and at least
-``sample_tau`` relaxation times, capped by ``sample_max_steps``. The same protocol drives SGD
+sampling length is at least ``sample_steps`` (the floor), at least ``sample_tau`` relaxation times
+(``sample_tau`` independent samples of the slowest mode per replica) and, with ``sample_rse``
+set, long enough for that relative standard error of tr M (:func:`trace_precision_steps`),
+capped by ``sample_max_steps``; a cell whose cap binds is flagged ``length_capped``. Every length
+is fixed before sampling starts (no optional stopping: estimates stay unbiased and reruns
+bit-identical). The same protocol drives SGD
 (Eqs. 10-11, :func:`run_stationary_sgd`) and the stochastic gradient flow of Eq. 13
 (:func:`run_stationary_sgf`), which covers the same SDE time ``t = lr * tau``.
 """
@@ -20,6 +24,7 @@ import xarray as xr
 
 from weightdyn import stationarity
 from weightdyn.data import TeacherStudentData
+from weightdyn.io import attrs
 from weightdyn.observables import LinearQuadratic, Observables
 from weightdyn.sgd import Schedule, Update
 from weightdyn.single_layer import theory
@@ -43,6 +48,7 @@ class SGDProtocol:
     sample_steps: int = 900_000
     sample_tau: float = 0.0
     sample_max_steps: int = 10_000_000
+    sample_rse: float = 0.0
     thin: int = 10
     n_blocks: int = 4
 
@@ -59,12 +65,64 @@ class SGDProtocol:
         steps = (self.burnin_tau + extra_tau) * tau if np.isfinite(tau) else self.burnin_min_steps
         return int(min(max(np.ceil(steps), self.burnin_min_steps), self.burnin_max_steps))
 
-    def sampling_length(self, tau: float) -> int:
-        """Sampling steps, a whole number of thinned records in each of the n_blocks blocks."""
-        steps = max(self.sample_steps, self.sample_tau * tau if np.isfinite(tau) else 0.0)
-        steps = min(steps, self.sample_max_steps)
+    def required_steps(self, tau: float, precision_steps: float = 0.0) -> float:
+        """Sampling steps the cell needs before the cap: the floor ``sample_steps``,
+        ``sample_tau * tau`` and ``precision_steps`` (:func:`trace_precision_steps`)."""
+        by_tau = self.sample_tau * tau if np.isfinite(tau) else 0.0
+        return float(max(self.sample_steps, by_tau, precision_steps))
+
+    def is_capped(self, tau: float, precision_steps: float = 0.0) -> bool:
+        """Whether ``sample_max_steps`` cuts the cell's :meth:`required_steps`."""
+        return self.required_steps(tau, precision_steps) > self.sample_max_steps
+
+    def sampling_length(self, tau: float, precision_steps: float = 0.0) -> int:
+        """Sampling steps, :meth:`required_steps` capped at ``sample_max_steps``, a whole
+        number of thinned records in each of the n_blocks blocks."""
+        steps = min(self.required_steps(tau, precision_steps), self.sample_max_steps)
         unit = self.thin * self.n_blocks
         return int(max(1, round(steps / unit)) * unit)
+
+
+def trace_precision_steps(H: np.ndarray, M: np.ndarray, lr: float, replicas: int,
+                          rse: float) -> float:  # fmt: skip
+    """Sampling steps per replica for a relative standard error ``rse`` of tr M, planned from
+    the theory before the run (0 for ``rse = 0`` or no fluctuations; inf where a mode does not
+    relax).
+
+    In the Hessian eigenbasis (rates ``omega_k``, range only, Eq. 27) mode ``k`` has variance
+    ``m_k = u_k^T M u_k`` (``M`` of Eq. 30) and relaxes by ``rho_k = 1 - lr omega_k`` per step
+    (Eq. 11); for a Gaussian AR(1) mode the time average of ``dw_k^2`` over ``T`` steps has
+    variance ``2 m_k^2 g_k / T`` with ``g_k = (1 + rho_k^2) / (1 - rho_k^2)`` (twice the
+    integrated autocorrelation time of ``dw_k^2``). Treating the modes as independent,
+    ``Var(tr M_hat) = sum_k 2 m_k^2 g_k / (R T)``, so ``T = sum_k 2 m_k^2 g_k /
+    (R (rse tr M)^2)``. A plan, not a measurement: multiplicative noise (large lr/S) widens
+    the tails and lengthens the times a little; the error bars themselves are measured.
+    """
+    if rse <= 0:
+        return 0.0
+    omega, U = np.linalg.eigh(0.5 * (H + H.T))
+    keep = omega > theory.range_threshold(omega, None)
+    m = np.einsum("ik,ij,jk->k", U[:, keep], M, U[:, keep])
+    rho2 = (1.0 - lr * omega[keep]) ** 2
+    if m.sum() <= 0:
+        return 0.0
+    if np.any(rho2 >= 1.0):
+        return float("inf")
+    g = (1.0 + rho2) / (1.0 - rho2)
+    return float(np.sum(2.0 * m**2 * g) / (replicas * (rse * m.sum()) ** 2))
+
+
+def cell_precision_steps(
+    data: TeacherStudentData, lr: float, batch_size: int, sampling: str, protocol: SGDProtocol
+) -> float:
+    """:func:`trace_precision_steps` of a teacher-student cell: ``M`` of Eq. 30 from the
+    Hessian (Eq. 4) and the noise covariance at w* (Eq. 17); 0 without ``sample_rse``."""
+    if protocol.sample_rse <= 0 or data.N >= data.P:
+        return 0.0
+    H = theory.hessian(data.X)
+    C = theory.noise_covariance(data.X, data.y, batch_size, sampling)
+    M = theory.stationary_covariance(H, C, lr)
+    return trace_precision_steps(H, M, lr, protocol.replicas, protocol.sample_rse)
 
 
 def initial_weights(
@@ -97,9 +155,9 @@ def start_extra_tau(
 
 
 def _plan(
-    data: TeacherStudentData, lr: float, protocol: SGDProtocol
-) -> tuple[np.ndarray, SGDProtocol, float]:
-    """(w*, the protocol to run, tau in SGD steps) of one cell.
+    data: TeacherStudentData, lr: float, batch_size: int, sampling: str, protocol: SGDProtocol
+) -> tuple[np.ndarray, SGDProtocol, float, float]:
+    """(w*, the protocol to run, tau in SGD steps, :func:`cell_precision_steps`) of one cell.
 
     In over-parameterised cells (N >= P) every per-sample gradient vanishes at the minimum-norm
     solution w* (Eq. 16), so the chains start at w* (whatever ``init`` says) and a short run
@@ -116,7 +174,8 @@ def _plan(
             thin=protocol.thin,
             n_blocks=protocol.n_blocks,
         )
-    return w_star, protocol, tau
+    precision = cell_precision_steps(data, lr, batch_size, sampling, protocol)
+    return w_star, protocol, tau, precision
 
 
 def slowest_mode_and_loss(data: TeacherStudentData, dtype: str = "float32") -> LinearQuadratic:
@@ -156,6 +215,39 @@ def stationarity_dataset(
     return xr.Dataset(test.variables(source))
 
 
+def length_dataset(
+    data: TeacherStudentData,
+    lr: float,
+    batch_size: int,
+    sampling: str,
+    protocol: SGDProtocol,
+    progress: Callable[[str], None],
+) -> xr.Dataset:
+    """``sample_steps_required`` (SGD steps before the cap: :meth:`SGDProtocol.required_steps`)
+    and ``length_capped`` (1 where ``sample_max_steps`` cut it: the cell is sampled for less
+    than its time scale and precision target need), with a WARNING line through ``progress``
+    when capped. Over-parameterised cells (Eq. 16) need no sampling: 0, not capped."""
+    _, protocol, tau, precision = _plan(data, lr, batch_size, sampling, protocol)
+    required = protocol.required_steps(tau, precision) if data.N < data.P else 0.0
+    capped = data.N < data.P and protocol.is_capped(tau, precision)
+    if capped:
+        progress(f"WARNING: length_capped: the cell needs {required:.3g} sampling steps "
+                 f"(tau = {tau:.3g}, sample_rse = {protocol.sample_rse:g}), capped at "
+                 f"sample_max_steps = {protocol.sample_max_steps}")  # fmt: skip
+    src = "paper 000 Eqs. 27, 30 (sampling plan)"
+    needed = "SGD sampling steps the cell needs (floor, sample_tau tau, sample_rse) before the cap"
+    return xr.Dataset(
+        {
+            "sample_steps_required": ((), required, attrs(needed, "1", src)),
+            "length_capped": (
+                (),
+                np.int8(capped),
+                attrs("sampling cut by sample_max_steps", "1", src),
+            ),
+        }
+    )
+
+
 def run_stationary_sgd(
     data: TeacherStudentData,
     lr: float,
@@ -172,12 +264,12 @@ def run_stationary_sgd(
     ``observables`` (e.g. :func:`slowest_mode_and_loss`) is the optional hook of
     :func:`~weightdyn.single_layer.simulate.run_sgd` on ``dw = w - w*``.
     """
-    w_star, protocol, tau = _plan(data, lr, protocol)
+    w_star, protocol, tau, precision = _plan(data, lr, batch_size, sampling, protocol)
     w_init = initial_weights(w_star, protocol, rng)
     extra = start_extra_tau(data, lr, batch_size, sampling, w_star, w_init)
     schedule = Schedule(
         burnin_steps=protocol.burnin(tau, extra),
-        sample_steps=protocol.sampling_length(tau),
+        sample_steps=protocol.sampling_length(tau, precision),
         thin=protocol.thin,
         n_blocks=protocol.n_blocks,
     )
@@ -190,14 +282,20 @@ def run_stationary_sgd(
 
 
 def sgf_steps(
-    protocol: SGDProtocol, tau: float, dt_over_lr: float, extra_tau: float = 0.0
+    protocol: SGDProtocol,
+    tau: float,
+    dt_over_lr: float,
+    extra_tau: float = 0.0,
+    precision_steps: float = 0.0,
 ) -> tuple[int, int]:
     """(burn-in, sampling) Euler steps of size dt = dt_over_lr * lr covering the SDE time of
-    the SGD protocol (``t = lr * tau``, Eq. 13; ``extra_tau`` as :meth:`SGDProtocol.burnin`);
-    the sampling steps fill whole thinned blocks."""
+    the SGD protocol (``t = lr * tau``, Eq. 13; ``extra_tau`` as :meth:`SGDProtocol.burnin`,
+    ``precision_steps`` as :meth:`SGDProtocol.sampling_length`); the sampling steps fill whole
+    thinned blocks."""
     burnin = int(np.ceil(protocol.burnin(tau, extra_tau) / dt_over_lr))
     unit = protocol.thin * protocol.n_blocks
-    sample = int(max(1, round(protocol.sampling_length(tau) / dt_over_lr / unit)) * unit)
+    sgd_steps = protocol.sampling_length(tau, precision_steps)
+    sample = int(max(1, round(sgd_steps / dt_over_lr / unit)) * unit)
     return burnin, sample
 
 
@@ -221,10 +319,10 @@ def run_stationary_sgf(
     SGD-vs-SGF experiment ran. Starts as :func:`run_stationary_sgd` does; ``observables`` as
     there (:func:`~weightdyn.single_layer.sgf.run_sgf`).
     """
-    w_star, protocol, tau = _plan(data, lr, protocol)
+    w_star, protocol, tau, precision = _plan(data, lr, batch_size, sampling, protocol)
     w_init = initial_weights(w_star, protocol, rng)
     extra = start_extra_tau(data, lr, batch_size, sampling, w_star, w_init)
-    burnin, sample = sgf_steps(protocol, tau, dt_over_lr, extra)
+    burnin, sample = sgf_steps(protocol, tau, dt_over_lr, extra, precision)
     schedule = Schedule(burnin, sample, protocol.thin, protocol.n_blocks)
     result = run_sgf(
         data.X, data.y, w_star, w_init, Update(lr, batch_size, sampling), schedule, rng,

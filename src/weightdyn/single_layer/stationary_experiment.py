@@ -64,6 +64,7 @@ from weightdyn.single_layer.datasets import (
     theory_dataset,
 )
 from weightdyn.single_layer.protocol import (
+    length_dataset,
     run_stationary_sgd,
     run_stationary_sgf,
     slowest_mode_and_loss,
@@ -214,6 +215,19 @@ def _frobenius_error(data: TeacherStudentData, params: Params, result: SGDResult
     return xr.Dataset({"frobenius_error_eq30": ((), error, attrs(long_name, "1", src))})
 
 
+def slowest_tau_int(theory: xr.Dataset, dynamics: str, dt_over_lr: float) -> float:
+    """Integrated autocorrelation time of the squared slowest mode in the chain's own steps,
+    known before the run: ``tau / 2`` (``tau = 1/(lr omega_min)``, Eq. 27; the square decays
+    twice as fast), for SGD at least ``1 / (1 - rho)`` with ``rho`` the spectral radius of the
+    exact second-moment recursion (longer near the stability limit); in Euler steps
+    ``dt = dt_over_lr * lr`` for SGF (Eq. 13). It decides the jackknife groups
+    (:func:`~weightdyn.single_layer.datasets.error_groups`)."""
+    tau = 0.5 * float(theory["tau_steps"])
+    if dynamics == "sgd" and float(theory["second_moment_radius"]) < 1.0:
+        tau = max(tau, 1.0 / (1.0 - float(theory["second_moment_radius"])))
+    return tau if dynamics == "sgd" else tau / dt_over_lr
+
+
 def run_cell(params: Params, progress: Progress) -> xr.Dataset:
     """Theory of the cell, plus the stationary moments of its dynamics unless it is ``none``."""
     data: TeacherStudentData = params["data"]
@@ -227,10 +241,12 @@ def run_cell(params: Params, progress: Progress) -> xr.Dataset:
         w_star, result = _simulate(data, params, progress)
         progress(f"{dynamics}: diverged={result.diverged}, {result.elapsed_s:.1f} s (of it "
                  f"{result.obs_elapsed_s:.2f} s in the observable hook)")  # fmt: skip
-        parts += [sgd_dataset(data, w_star, result, *SIM_METHOD)]
+        tau_int = slowest_tau_int(parts[0], dynamics, params["dt_over_lr"])
+        parts += [sgd_dataset(data, w_star, result, *SIM_METHOD, tau_int=tau_int)]
         parts += [_frobenius_error(data, params, result)]
         parts += [_ess_dataset(data, result, progress)]
         parts += [stationarity_dataset(data, result, progress, SIM_METHOD[1])]
+        parts += [length_dataset(data, lr, S, sampling, sp.protocol(params), progress)]
     if dynamics.startswith("sgf_"):
         parts.append(euler_dataset(data, lr, S, sampling, params["dt_over_lr"] * lr))
     ds = xr.merge(parts)
