@@ -86,8 +86,8 @@ class SGDProtocol:
 def trace_precision_steps(H: np.ndarray, M: np.ndarray, lr: float, replicas: int,
                           rse: float) -> float:  # fmt: skip
     """Sampling steps per replica for a relative standard error ``rse`` of tr M, planned from
-    the theory before the run (0 for ``rse = 0`` or no fluctuations; inf where a mode does not
-    relax).
+    the theory before the run (0 for ``rse = 0``, for no fluctuations, and where a mode does not
+    relax, ``lr omega >= 2``: gradient descent itself diverges, there is nothing to sample).
 
     In the Hessian eigenbasis (rates ``omega_k``, range only, Eq. 27) mode ``k`` has variance
     ``m_k = u_k^T M u_k`` (``M`` of Eq. 30) and relaxes by ``rho_k = 1 - lr omega_k`` per step
@@ -107,7 +107,7 @@ def trace_precision_steps(H: np.ndarray, M: np.ndarray, lr: float, replicas: int
     if m.sum() <= 0:
         return 0.0
     if np.any(rho2 >= 1.0):
-        return float("inf")
+        return 0.0
     g = (1.0 + rho2) / (1.0 - rho2)
     return float(np.sum(2.0 * m**2 * g) / (replicas * (rse * m.sum()) ** 2))
 
