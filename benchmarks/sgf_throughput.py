@@ -12,6 +12,9 @@ For each size ``N x P`` (lr = 0.1, S = 10, thin = 10, dt = lr) and each noise mo
 * ``kernel``: :func:`weightdyn.single_layer.sgf.run_sgf` end to end (normals from
   ``counter_rng`` inside :func:`~weightdyn.single_layer.sgf.sgf_kernel`, fused moments,
   ``--threads`` numba threads);
+* ``f32``: the same with ``precision="float32"``
+  (:func:`~weightdyn.single_layer.sgf.sgf_kernel_f32`: the deviation from w* in single
+  precision, float64 moments), and its ratio to ``kernel``;
 * ``normals``: drawing the kernel's normals alone (``counter_rng.normals``, one thread), the
   part of a kernel step that is not arithmetic;
 
@@ -138,15 +141,17 @@ def measure(N: int, P: int, R: int, budget: float) -> None:
         # about budget / 3 seconds per timing at 1e9 multiply-adds/s
         steps = max(320, int(budget / 3 * 1e9 / (R * flops)) // 320 * 320)
         old = _rate(steps, R, numpy_sgf, X, y, w_star, lr, S, W, steps, thin, rng(1), noise)
-        new = _rate(steps, R, sgf.run_sgf, X, y, w_star, W, Update(lr, S, "with"),
-                    Schedule(0, steps, thin, 1), rng(1), noise=noise)  # fmt: skip
+        run = (sgf.run_sgf, X, y, w_star, W, Update(lr, S, "with"), Schedule(0, steps, thin, 1))
+        new = _rate(steps, R, *run, rng(1), noise=noise)
+        f32 = _rate(steps, R, *run, rng(1), noise=noise, precision="float32")
         n_rng = max(1, (1 << 22) // (R * k))  # 32 MB of normals
         normal_rate = _rate(n_rng, R, normals, replica_keys(rng(2), R), 0, n_rng, k)
         print(f"{N:>4} {P:>4} {R:>4} {noise:>14} | {old:9.3e} {new:9.3e} {new / old:6.2f}x | "
-              f"{normal_rate:9.3e}", flush=True)  # fmt: skip
-    sgd = _rate(3200, R, run_sgd, X, y, w_star, W, Update(lr, S, "with"),
-                Schedule(0, 3200, thin, 1), rng(1))  # fmt: skip
-    print(f"{N:>4} {P:>4} {R:>4} {'SGD (S=10)':>14} | {'':>9} {sgd:9.3e}")
+              f"{f32:9.3e} {f32 / new:6.2f}x | {normal_rate:9.3e}", flush=True)  # fmt: skip
+    run = (run_sgd, X, y, w_star, W, Update(lr, S, "with"), Schedule(0, 3200, thin, 1), rng(1))
+    sgd, sgd32 = _rate(3200, R, *run), _rate(3200, R, *run, precision="float32")
+    print(f"{N:>4} {P:>4} {R:>4} {'SGD (S=10)':>14} | {'':>9} {sgd:9.3e} {'':>7} | "
+          f"{sgd32:9.3e} {sgd32 / sgd:6.2f}x")  # fmt: skip
 
 
 def main() -> None:
@@ -161,15 +166,16 @@ def main() -> None:
     print(f"cpu: {platform.processor() or platform.machine()}, os.cpu_count()={os.cpu_count()}, "
           f"numba threads {args.threads}, one BLAS thread")  # fmt: skip
     print(f"{'N':>4} {'P':>4} {'R':>4} {'noise':>14} | {'numpy':>9} {'kernel':>9} {'ratio':>7} | "
-          f"{'normals':>9}   (replica-steps/s)")  # fmt: skip
+          f"{'f32':>9} {'f32/k':>7} | {'normals':>9}   (replica-steps/s)")  # fmt: skip
     with threadpool_limits(limits=1):
         X, y, w_star = _problem(5, 10)  # compile or load the kernels outside the timings
-        for noise in sgf.NOISE_MODES:
-            sgf.run_sgf(X, y, w_star, np.tile(w_star, (2, 1)), Update(0.1, 2, "with"),
-                        Schedule(0, 20, 10, 1), np.random.default_rng(0), noise=noise)  # fmt: skip
-        normals(replica_keys(np.random.default_rng(0), 1), 0, 1, 2)
-        run_sgd(X, y, w_star, np.tile(w_star, (2, 1)), Update(0.1, 2, "with"),
+        tiny = (X, y, w_star, np.tile(w_star, (2, 1)), Update(0.1, 2, "with"),
                 Schedule(0, 20, 10, 1), np.random.default_rng(0))  # fmt: skip
+        for precision in ("float64", "float32"):
+            for noise in sgf.NOISE_MODES:
+                sgf.run_sgf(*tiny, noise=noise, precision=precision)
+            run_sgd(*tiny, precision=precision)
+        normals(replica_keys(np.random.default_rng(0), 1), 0, 1, 2)
         for size in args.sizes:
             N, P = (int(v) for v in size.lower().split("x"))
             measure(N, P, args.R, args.budget)

@@ -6,6 +6,7 @@ on their teacher-student data sets and stacks them as the workflow's merge rule 
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from weightdyn import experiments, io, seeds, sweep
+from weightdyn import configfile, experiments, io, seeds, sweep
 from weightdyn.experiments import ConfigError
 from weightdyn.plots.common import save
 from weightdyn.single_layer.datasets import sgd_dataset, theory_dataset
@@ -54,6 +55,8 @@ ERRORS = {
     "bad init": ({"N": 10, "P": 20, "init": "zeros"}, ["sweeps.s.init", "'wstar'", "'random'"]),
     "setting as a list": ({"N": 10, "P": 20, "replicas": [2, 4]}, ["sweeps.s.replicas", "axes"]),
     "missing N": ({"P": 20}, ["sweeps.s.N", "missing"]),
+    "bad precision": ({"N": 10, "P": 20, "precision": "float16"},
+                      ["sweeps.s.precision", "'float16'", "'float64'", "'float32'"]),
 }  # fmt: skip
 
 
@@ -82,6 +85,27 @@ def test_p_over_n_gives_p_and_identity_uses_n_and_p() -> None:
         },
     ).cells
     assert len({c.id for c in cells}) == 4
+
+
+def test_precision_absent_or_float64_keeps_the_cell_ids() -> None:
+    """The cells of config/test.yaml (no ``precision``) have the ids and parameters they had
+    before the setting existed, and ``precision: float64`` spelled out is the same cell;
+    ``float32`` is a cell of its own with the same data set."""
+    before = dataclasses.replace(EXP, params=tuple(p for p in EXP.params if p.name != "precision"))
+    config = configfile.load(Path(__file__).resolve().parents[1] / "config" / "test.yaml")
+    blocks = {k: b for k, b in config["sweeps"].items() if b["experiment"] == "single_layer"}
+    assert blocks
+    for name, block in blocks.items():
+        cells = sweep.expand_sweep(name, block).cells
+        assert [c.id for c in cells] == [sweep.cell_id(before, c.params) for c in cells]
+        assert not any("precision" in c.params for c in cells)
+        for precision, same in (("float64", True), ("float32", False)):
+            other = sweep.expand_sweep(name, {**block, "precision": precision}).cells
+            assert ([c.id for c in other] == [c.id for c in cells]) == same
+            assert ([c.params for c in other] == [c.params for c in cells]) == same
+            assert [sweep.data_path(EXP, c.params) for c in other] == [
+                sweep.data_path(EXP, c.params) for c in cells
+            ]
 
 
 def test_resources_scale_with_the_dynamics() -> None:
@@ -133,6 +157,19 @@ def test_run_cell_every_dynamics_and_init(dynamics: str, init: str) -> None:
     assert ("eig_M_euler" in ds) == dynamics.startswith("sgf_")
     if dynamics.startswith("sgf_"):
         assert float(ds["dt"]) == params["lr"]
+
+
+@pytest.mark.parametrize("dynamics", ["sgd", "sgf_additive", "sgf_multiplicative"])
+def test_float32_cell_runs_the_same_streams_in_single_precision(dynamics: str) -> None:
+    """``precision: float32`` reaches the kernels: the cell's covariance differs from the
+    float64 cell's in its last bits only (the same streams)."""
+    params64 = _cell(dynamics=dynamics)
+    params32 = _cell(dynamics=dynamics, precision="float32")
+    data = cell_data(params64)
+    ds64, ds32 = (EXP.run_cell({**p, "data": data}, lambda _: None) for p in (params64, params32))
+    eig64, eig32 = ds64["eig_M_sgd"].values, ds32["eig_M_sgd"].values
+    assert not np.array_equal(eig32, eig64)
+    np.testing.assert_allclose(eig32, eig64, rtol=1e-4)
 
 
 def test_sgd_cell_is_the_old_theory_and_sgd_files_bit_for_bit() -> None:

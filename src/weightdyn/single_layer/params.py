@@ -9,7 +9,7 @@ import dataclasses
 
 from weightdyn.experiments import REQUIRED, Param, Params
 from weightdyn.single_layer.protocol import INITS, SGDProtocol
-from weightdyn.single_layer.simulate import SAMPLING_MODES
+from weightdyn.single_layer.simulate import PRECISIONS, SAMPLING_MODES
 
 POSITIVE = {"minimum": 0, "exclusive_minimum": True}
 
@@ -68,6 +68,18 @@ PROTOCOL = (
     ),
     _protocol_param("thin", "steps between recorded snapshots", 1),
     _protocol_param("n_blocks", "time blocks per chain (error groups)", 1),
+)
+
+
+#: the kernels' precision (``precision`` of run_sgd / run_sgf); absent means float64, so that
+#: the cells of configs without it keep their ids
+PRECISION = Param(
+    "precision",
+    str,
+    None,
+    "floating-point precision of the SGD/SGF kernels: float64 (absent), or float32 (the "
+    "deviation from w* in single precision, moments in double)",
+    allowed=PRECISIONS,
 )
 
 

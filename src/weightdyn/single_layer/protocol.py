@@ -257,12 +257,14 @@ def run_stationary_sgd(
     rng: np.random.Generator,
     progress: Callable[[str], None] | None = None,
     observables: Observables | None = None,
+    precision: str = "float64",
 ) -> tuple[np.ndarray, SGDResult]:
     """Run the cell's SGD replicas (Eqs. 10-11) to stationarity and sample them; (w*, result).
 
     Over-parameterised cells (N >= P) start at w* and run briefly (see :func:`_plan`).
     ``observables`` (e.g. :func:`slowest_mode_and_loss`) is the optional hook of
-    :func:`~weightdyn.single_layer.simulate.run_sgd` on ``dw = w - w*``.
+    :func:`~weightdyn.single_layer.simulate.run_sgd` on ``dw = w - w*``; ``precision``
+    (``"float64"`` or ``"float32"``: the deviation from w* in single precision) is its too.
     """
     w_star, protocol, tau, precision = _plan(data, lr, batch_size, sampling, protocol)
     w_init = initial_weights(w_star, protocol, rng)
@@ -276,7 +278,7 @@ def run_stationary_sgd(
     update = Update(lr, batch_size, sampling)
     result = run_sgd(
         data.X, data.y, w_star, w_init, update, schedule, rng,
-        progress=progress, observables=observables,
+        progress=progress, observables=observables, precision=precision,
     )  # fmt: skip
     return w_star, result
 
@@ -310,14 +312,15 @@ def run_stationary_sgf(
     dt_over_lr: float = 1.0,
     progress: Callable[[str], None] | None = None,
     observables: Observables | None = None,
+    precision: str = "float64",
 ) -> tuple[np.ndarray, SGFResult]:
     """Integrate the SGF of Eq. 13 (``noise``: ``"additive"``, C(w*) of Eq. 17, or
     ``"multiplicative"``, C(w) of Eqs. 14-15) to stationarity and sample it; (w*, result).
 
     Euler-Maruyama steps of size ``dt = dt_over_lr * lr`` cover the SDE time of the SGD protocol
     (:func:`sgf_steps`); with ``dt_over_lr = 1`` one Euler step per SGD step, as the old
-    SGD-vs-SGF experiment ran. Starts as :func:`run_stationary_sgd` does; ``observables`` as
-    there (:func:`~weightdyn.single_layer.sgf.run_sgf`).
+    SGD-vs-SGF experiment ran. Starts as :func:`run_stationary_sgd` does; ``observables`` and
+    ``precision`` as there (:func:`~weightdyn.single_layer.sgf.run_sgf`).
     """
     w_star, protocol, tau, precision = _plan(data, lr, batch_size, sampling, protocol)
     w_init = initial_weights(w_star, protocol, rng)
@@ -327,5 +330,6 @@ def run_stationary_sgf(
     result = run_sgf(
         data.X, data.y, w_star, w_init, Update(lr, batch_size, sampling), schedule, rng,
         noise=noise, dt=dt_over_lr * lr, progress=progress, observables=observables,
+        precision=precision,
     )  # fmt: skip
     return w_star, result

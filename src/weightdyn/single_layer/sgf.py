@@ -26,6 +26,13 @@ lr xi_B`` with ``Cov(xi_B) = C``). Two noise models, chosen per call with ``nois
 
 Conventions: ``X`` (P, N) one row per sample, ``y`` (P,), replicas are the rows of ``W`` (R, N).
 
+Single precision (``precision="float32"`` of :func:`run_sgf`): :func:`sgf_kernel_f32` runs the
+same Euler steps on float32 deviations, as
+:func:`~weightdyn.single_layer.simulate.sgd_kernel_f32` does for SGD: multiplicative noise on
+``dw = w - w_ref`` with the residuals at ``w_ref`` formed in float64 (``x_mu.w - y_mu =
+x_mu.dw + r*_mu``, nothing cancels), additive noise on the eigenbasis deviation ``z`` from w*;
+the moments stay float64.
+
 Randomness and reproducibility: the kernel (:func:`sgf_kernel`) draws its own standard normals
 from the counter-based stream of :mod:`weightdyn.counter_rng` (ziggurat normals), one stream per
 replica keyed by one draw of the caller's :class:`numpy.random.Generator`
@@ -64,11 +71,20 @@ from weightdyn.sgd.engine import (
     divergence_bound,
 )
 from weightdyn.single_layer import theory
-from weightdyn.single_layer.simulate import SAMPLING_MODES, _close_replica, _record_state
+from weightdyn.single_layer.simulate import (
+    SAMPLING_MODES,
+    Deviations,
+    _check_precision,
+    _close_deviation,
+    _close_replica,
+    _record_deviation,
+    _record_state,
+)
 
 __all__ = [
     "NOISE_MODES",
     "SGFKernel",
+    "SGFKernelF32",
     "SGFResult",
     "covariance_sqrt",
     "euler_stationary_covariance",
@@ -76,6 +92,7 @@ __all__ = [
     "multiplicative_noise",
     "run_sgf",
     "sgf_kernel",
+    "sgf_kernel_f32",
     "sgf_reference_chain",
 ]
 
@@ -169,19 +186,21 @@ def _additive_step(z, decay, noise_T, zeta):
 
 
 @njit(cache=True, boundscheck=False, fastmath={"reassoc", "contract"}, inline="always")
-def _multiplicative_step(X, y, w, drift, amp, zeta, coef):
+def _multiplicative_step(X, y, w, drift, amp, zeta, coef, zero):
     """``w <- w - X^T [r * (drift - amp (zeta - mean zeta))]``, ``r = X w - y``: one Euler step
     of Eq. 13 with ``C(w)`` (Eq. 14/15) drawn as in :func:`multiplicative_noise`
-    (``drift = dt / P``, ``amp = sqrt(lr dt c / P)``). Four samples per load of ``w``."""
+    (``drift = dt / P``, ``amp = sqrt(lr dt c / P)``). Four samples per load of ``w``.
+    ``zero``: 0 in the precision of the dot products (0.0, or ``np.float32(0)`` for
+    :func:`sgf_kernel_f32`, whose ``w`` is the deviation from the reference)."""
     P, N = X.shape
     P4 = P - P % 4
-    z_mean = 0.0
+    z_mean = zero
     for mu in range(P):
         z_mean += zeta[mu]
     z_mean /= P
     for mu in range(0, P4, 4):
         x0, x1, x2, x3 = X[mu], X[mu + 1], X[mu + 2], X[mu + 3]
-        a0 = a1 = a2 = a3 = 0.0
+        a0 = a1 = a2 = a3 = zero
         for i in range(N):
             wi = w[i]
             a0 += x0[i] * wi
@@ -194,7 +213,7 @@ def _multiplicative_step(X, y, w, drift, amp, zeta, coef):
         coef[mu + 3] = (a3 - y[mu + 3]) * (drift - amp * (zeta[mu + 3] - z_mean))
     for mu in range(P4, P):
         xs = X[mu]
-        a = 0.0
+        a = zero
         for i in range(N):
             a += xs[i] * w[i]
         coef[mu] = (a - y[mu]) * (drift - amp * (zeta[mu] - z_mean))
@@ -207,6 +226,15 @@ def _multiplicative_step(X, y, w, drift, amp, zeta, coef):
         xs, cs = X[mu], coef[mu]
         for i in range(N):
             w[i] -= cs * xs[i]
+
+
+@njit(cache=True, inline="always")
+def _step_normals(key, step, zeta):
+    """The normals ``step k .. step k + k - 1`` of the stream ``key`` into ``zeta`` (k,)."""
+    k = zeta.shape[0]
+    base = np.uint64(step) * np.uint64(k)
+    for j in range(k):
+        zeta[j] = normal(key, base + np.uint64(j))
 
 
 @njit(cache=True, boundscheck=False, fastmath={"reassoc", "contract"}, parallel=True)
@@ -254,11 +282,9 @@ def sgf_kernel(
         w, key = W[r], keys[r]
         k_group = k_rec = 0
         for t in range(n):
-            base = np.uint64(step0 + t) * np.uint64(k)
-            for j in range(k):
-                zeta[j] = normal(key, base + np.uint64(j))
+            _step_normals(key, step0 + t, zeta)
             if multiplicative:
-                _multiplicative_step(X, y, w, drift, amp, zeta, coef)
+                _multiplicative_step(X, y, w, drift, amp, zeta, coef, 0.0)
             else:
                 _additive_step(w, decay, noise_T, zeta)
             if (t + 1) % thin == 0:
@@ -270,6 +296,60 @@ def sgf_kernel(
                     break
         if not diverged[r]:
             diverged[r] = _close_replica(w, bound, r, group, k_group, sum_dw, sum_dwdw)
+    return diverged
+
+
+@njit(cache=True, boundscheck=False, fastmath={"reassoc", "contract"}, parallel=True)
+def sgf_kernel_f32(
+    X, y_dev, D, multiplicative, decay, noise_T, drift, amp, keys, step0, n, thin, origin, ref,
+    sum_dw, sum_dwdw, rec, bound,
+):  # fmt: skip
+    """:func:`sgf_kernel` in single precision: Euler-Maruyama steps of Eq. 13 on float32
+    deviations ``d`` of the state ``origin + d`` (float64).
+
+    Multiplicative noise: ``origin = w_ref`` and ``d = w - w_ref``; the residual
+    ``x_mu.w - y_mu = x_mu.d - y_dev_mu`` with ``y_dev = y - X w_ref`` formed in float64 and
+    stored in float32 (as in :func:`~weightdyn.single_layer.simulate.sgd_kernel_f32`), so
+    :func:`_multiplicative_step` runs unchanged on ``d``. Additive noise: the eigenbasis
+    coordinates ``z = V^T (w - w*)`` are a deviation from w* already (``origin = 0``) and
+    :func:`_additive_step` runs on them. The normals are the float64 kernel's, rounded to float32.
+
+    Parameters
+    ----------
+    X, y_dev : (P, N), (P,) float32. D : (R, N) float32 deviations, C-contiguous, in place.
+    decay, noise_T, drift, amp : float32 (:func:`sgf_kernel`'s).
+    origin, ref : (N,) float64: the state ``origin + d`` is checked against ``bound`` and
+        stored in ``rec``; the record ``dw = (origin + d) - ref``, formed as
+        ``d - (ref - origin)`` in float64, enters the float64 moments.
+    The other arguments and the returned diverged flags (R,) are :func:`sgf_kernel`'s; results
+    are bit-identical for any thread count and any split of the steps into calls.
+    """
+    R, N = D.shape
+    k = X.shape[0] if multiplicative else noise_T.shape[0]
+    diverged = np.zeros(R, np.bool_)
+    shift = ref - origin
+    zero = np.float32(0.0)
+    for r in prange(R):
+        zeta = np.empty(k, np.float32)
+        coef = np.empty(X.shape[0], np.float32)
+        group = np.empty((RECORD_GROUP, N), np.float64)
+        d = D[r]
+        k_group = k_rec = 0
+        for t in range(n):
+            _step_normals(keys[r], step0 + t, zeta)
+            if multiplicative:
+                _multiplicative_step(X, y_dev, d, drift, amp, zeta, coef, zero)
+            else:
+                _additive_step(d, decay, noise_T, zeta)
+            if (t + 1) % thin == 0:
+                ok, k_group, k_rec = _record_deviation(
+                    d, origin, shift, bound, r, group, k_group, sum_dw, sum_dwdw, rec, k_rec
+                )
+                if not ok:
+                    diverged[r] = True
+                    break
+        if not diverged[r]:
+            diverged[r] = _close_deviation(d, origin, bound, r, group, k_group, sum_dw, sum_dwdw)
     return diverged
 
 
@@ -316,6 +396,47 @@ class SGFKernel(VectorKernel):
             self.X, self.y, state.W, self.multiplicative, self.decay, self.noise_T, self.drift,
             self.amp, state.keys, step0, n_steps, record.thin, self.ref, *sums, record.rec,
             record.bound,
+        )  # fmt: skip
+        record.count_every_replica(n_steps)
+
+
+@dataclass(frozen=True)
+class SGFKernelF32(Deviations, VectorKernel):
+    """:func:`sgf_kernel_f32` behind the engine's kernel interface: the Euler steps of
+    :class:`SGFKernel` on float32 deviations from ``origin`` (:class:`Deviations`; built by
+    :meth:`of`); records ``dw = origin + d - ref``, moments in float64."""
+
+    X: np.ndarray
+    y_dev: np.ndarray
+    multiplicative: bool
+    decay: np.ndarray
+    noise_T: np.ndarray
+    drift: np.float32
+    amp: np.float32
+    ref: np.ndarray
+    origin: np.ndarray
+    lower_triangle: bool = True
+
+    @classmethod
+    def of(cls, k: SGFKernel) -> SGFKernelF32:
+        """The single-precision kernel of ``k``: deviations from ``origin = k.ref`` (the
+        weights' reference) for multiplicative noise, with ``y - X ref`` formed in float64;
+        from ``origin = 0`` for additive noise, whose eigenbasis state is a deviation from w*
+        already. Arrays and step constants are stored in float32."""
+        f32 = np.float32
+        origin = k.ref if k.multiplicative else np.zeros_like(k.ref)
+        y_dev = (k.y - k.X @ origin).astype(f32)
+        noise_T = np.ascontiguousarray(k.noise_T, dtype=f32)
+        return cls(k.X.astype(f32), y_dev, k.multiplicative, k.decay.astype(f32), noise_T,
+                   f32(k.drift), f32(k.amp), k.ref, origin)  # fmt: skip
+
+    def advance(self, state: State, step0: int, n_steps: int, record: Record) -> None:
+        """``n_steps`` Euler steps of every replica's deviation from global step ``step0``."""
+        sums = record.block_sums()
+        state.diverged |= sgf_kernel_f32(
+            self.X, self.y_dev, state.W, self.multiplicative, self.decay, self.noise_T,
+            self.drift, self.amp, state.keys, step0, n_steps, record.thin, self.origin, self.ref,
+            *sums, record.rec, record.bound,
         )  # fmt: skip
         record.count_every_replica(n_steps)
 
@@ -432,6 +553,7 @@ def run_sgf(
     dt: float | None = None,
     progress: Callable[[str], None] | None = None,
     observables: Observables | None = None,
+    precision: str = "float64",
 ) -> SGFResult:
     """Integrate Eq. 13 for R replicas (rows of ``w_init``) and accumulate weight moments.
 
@@ -461,12 +583,18 @@ def run_sgf(
     noise records eigenbasis coordinates; the hook is rotated to them,
     :func:`weightdyn.observables.in_basis`); it changes no other result bit.
 
+    ``precision``: ``"float64"`` (default) or ``"float32"``: the same steps on float32
+    deviations (:func:`sgf_kernel_f32`: from ``w_ref`` for multiplicative noise, with the
+    residuals at ``w_ref`` formed in float64; the eigenbasis deviation from w* for additive
+    noise), moments and records in float64, the same normals rounded to float32.
+
     Raises
     ------
     ValueError
         naming the argument and the allowed values (``noise``, ``sampling``, ``dt``, ``lr``,
-        shapes, step counts).
+        ``precision``, shapes, step counts).
     """
+    single = _check_precision(precision)
     noise = _check_choice("noise", noise, NOISE_MODES)
     sampling = _check_choice("sampling", update.sampling, SAMPLING_MODES)
     update.require_plain("single_layer.sgf.run_sgf")
@@ -477,10 +605,16 @@ def run_sgf(
     hook = observables
     if hook is not None and V is not None:
         hook = in_basis(hook, V)  # additive noise records eigenbasis coordinates
-    settings = Settings(plan, divergence_bound(w_ref), f"SGF ({noise})", progress, hook)
-    run = State.start(state, rng)
+    bound = divergence_bound(w_ref)
+    label = f"SGF ({noise}, float32)" if single else f"SGF ({noise})"
+    settings = Settings(plan, bound, label, progress, hook)
+    if single:
+        kernel = SGFKernelF32.of(kernel)
+    run = kernel.start(state, rng, 0, bound) if single else State.start(state, rng)
     moments = engine.run(kernel, run, settings)
-    final_W = run.W if V is None else (run.W - kernel.ref) @ V.T + w_ref
+    values = kernel.values(run.W) if single else run.W  # weights, or eigenbasis coordinates
+    with np.errstate(all="ignore"):  # a diverged state may hold inf (float32 soon overflows)
+        final_W = values if V is None else (values - kernel.ref) @ V.T + w_ref
     result = SGFResult.grouped(moments, plan, final_W, noise=noise, dt=dt)
     if V is not None and not result.diverged:  # eigenbasis moments back to weight space
         result.sum_dw = result.sum_dw @ V.T

@@ -45,10 +45,25 @@ NOISE_SALT)`` (:func:`noise_keys`, ``NOISE_SALT = 0xD1B54A32D192ED03``, an odd 6
 constant) is ``xi_i`` of global step ``t``. Without a variant :func:`run_sgd` calls
 :func:`sgd_kernel`, whose results are unchanged.
 
+Single precision (``precision="float32"`` of :func:`run_sgd`)
+-------------------------------------------------------------
+:func:`sgd_kernel_f32` integrates the deviation ``dw = w - w_ref`` from the reference (w*, the
+minimum-norm solution, in the stationary runs) in float32. With the residuals at the reference
+``r*_mu = x_mu.w_ref - y_mu`` formed in float64 and stored in float32, Eq. 11 for ``dw`` reads::
+
+    dw <- dw - (lr/S) sum_{mu in B} (x_mu.dw + r*_mu) x_mu ,
+
+the same step on the labels ``y - X w_ref``: the batch residual adds two terms of the size of
+the fluctuations and of the residuals, nothing cancels, and a float32 rounding error is
+relative to ``|dw|``, not to ``|w|``. ``X`` is stored in float32, the moments stay float64
+(each record ``dw`` is converted when it enters its record group), and the batches are those
+of the float64 kernel (same streams), so the two trajectories can be compared step by step.
+The engine holds the float32 deviations themselves between calls (:class:`Deviations`).
+
 The moments of :func:`run_sgd` are summed inside the kernel per replica and time block, the
 second moments by one matrix product per group of 32 records aligned to the block's start;
 the replicas are split over numba's threads. Nothing depends on ``chunk_steps`` or on the
-thread count: results are bit-identical for any of them.
+thread count: results are bit-identical for any of them, in either precision.
 """
 
 from __future__ import annotations
@@ -79,20 +94,26 @@ from weightdyn.sgd.engine import (
 
 __all__ = [
     "NOISE_SALT",
+    "PRECISIONS",
     "RECORD_GROUP",
     "SAMPLING_MODES",
+    "Deviations",
     "SGDKernel",
+    "SGDKernelF32",
     "SGDResult",
     "SGDVariantKernel",
     "batch_indices_from_uniforms",
     "noise_keys",
     "run_sgd",
     "sgd_kernel",
+    "sgd_kernel_f32",
     "sgd_reference_chain",
     "sgd_variant_kernel",
 ]
 
 SAMPLING_MODES = ("with", "without")
+#: the kernels' floating-point precisions (``precision`` of :func:`run_sgd`)
+PRECISIONS = ("float64", "float32")
 #: salt of the injected-noise stream: its key is ``splitmix64(replica key ^ NOISE_SALT)``
 NOISE_SALT = np.uint64(0xD1B54A32D192ED03)
 
@@ -110,19 +131,21 @@ def _check_sampling(sampling: str) -> bool:
 
 
 @njit(cache=True, boundscheck=False, fastmath={"reassoc", "contract"}, inline="always")
-def _sgd_step(X, y, w, c, idx, res):
+def _sgd_step(X, y, w, c, idx, res, zero):
     """``w <- w - c sum_s (w.x_s - y_s) x_s`` over the batch ``idx`` (Eq. 11 with c = lr/S).
 
     All residuals use the old ``w`` (one mini-batch gradient). Samples go four at a time: four
     dot products share each load of ``w``, and the update adds four rows per load and store of
-    ``w`` (the loads and stores, not the multiply-adds, bound this loop).
+    ``w`` (the loads and stores, not the multiply-adds, bound this loop). ``zero``: 0 in the
+    precision of the dot products (0.0, or ``np.float32(0)`` for :func:`sgd_kernel_f32`, whose
+    ``w`` is the deviation ``dw`` and ``y`` the labels seen from the reference).
     """
     S = idx.shape[0]
     N = w.shape[0]
     S4 = S - S % 4
     for s in range(0, S4, 4):
         x0, x1, x2, x3 = X[idx[s]], X[idx[s + 1]], X[idx[s + 2]], X[idx[s + 3]]
-        a0 = a1 = a2 = a3 = 0.0
+        a0 = a1 = a2 = a3 = zero
         for i in range(N):
             wi = w[i]
             a0 += x0[i] * wi
@@ -135,7 +158,7 @@ def _sgd_step(X, y, w, c, idx, res):
         res[s + 3] = c * (a3 - y[idx[s + 3]])
     for s in range(S4, S):
         xs = X[idx[s]]
-        a = 0.0
+        a = zero
         for i in range(N):
             a += xs[i] * w[i]
         res[s] = c * (a - y[idx[s]])
@@ -178,18 +201,26 @@ def _add_group(sum_dwdw, group, k):
 
 
 @njit(cache=True, boundscheck=False, fastmath={"reassoc", "contract"}, inline="always")
-def _record_state(w, w_ref, bound, r, group, k_group, sum_dw, sum_dwdw, rec, k_rec):
-    """A record of replica ``r`` after a thinned step: its moments (when ``sum_dw`` has rows;
-    one DSYRK per full group) and row ``k_rec`` of ``rec``. Returns ``(within bound,
-    k_group, k_rec)`` after the record; nothing is recorded for a diverged state."""
-    if not _within(w, bound):
-        return False, k_group, k_rec
+def _add_record(w, w_ref, r, group, k_group, sum_dw, sum_dwdw):
+    """``dw = w - w_ref`` (float64) of replica ``r`` into its moments when ``sum_dw`` has rows
+    (one DSYRK per full group); returns ``k_group`` after the record."""
     if sum_dw.shape[0] > 0:
         _record(w, w_ref, group, k_group, sum_dw[r])
         k_group += 1
         if k_group == RECORD_GROUP:
             _add_group(sum_dwdw[r], group, k_group)
             k_group = 0
+    return k_group
+
+
+@njit(cache=True, boundscheck=False, fastmath={"reassoc", "contract"}, inline="always")
+def _record_state(w, w_ref, bound, r, group, k_group, sum_dw, sum_dwdw, rec, k_rec):
+    """A record of replica ``r`` after a thinned step: its moments (when ``sum_dw`` has rows;
+    one DSYRK per full group) and row ``k_rec`` of ``rec``. Returns ``(within bound,
+    k_group, k_rec)`` after the record; nothing is recorded for a diverged state."""
+    if not _within(w, bound):
+        return False, k_group, k_rec
+    k_group = _add_record(w, w_ref, r, group, k_group, sum_dw, sum_dwdw)
     if k_rec < rec.shape[0]:
         rec[k_rec, r, :] = w
     return True, k_group, k_rec + 1
@@ -261,7 +292,7 @@ def sgd_kernel(
         k_rec = 0
         for t in range(n):
             draw_step_batch(key, step0 + t, u, P, with_replacement, perm[r], idx)
-            _sgd_step(X, y, w, c, idx, res)
+            _sgd_step(X, y, w, c, idx, res, 0.0)
             if (t + 1) % thin == 0:
                 ok, k_group, k_rec = _record_state(
                     w, w_ref, bound, r, group, k_group, sum_dw, sum_dwdw, rec, k_rec
@@ -271,6 +302,99 @@ def sgd_kernel(
                     break
         if not diverged[r]:
             diverged[r] = _close_replica(w, bound, r, group, k_group, sum_dw, sum_dwdw)
+    return diverged
+
+
+# --------------------------------------------------------------------------------------
+# single-precision kernel: the deviation from the reference in float32
+# --------------------------------------------------------------------------------------
+
+
+@njit(cache=True, boundscheck=False, fastmath={"reassoc", "contract"}, inline="always")
+def _within_from(d, origin, bound):
+    """Every component of the state ``origin + d`` (float64) in ``[-bound, bound]`` (False for
+    NaN): :func:`_within` of the state a single-precision deviation ``d`` stands for."""
+    ok = True
+    for i in range(d.shape[0]):
+        if not (abs(origin[i] + d[i]) <= bound):
+            ok = False
+    return ok
+
+
+@njit(cache=True, boundscheck=False, fastmath={"reassoc", "contract"}, inline="always")
+def _record_deviation(d, origin, shift, bound, r, group, k_group, sum_dw, sum_dwdw, rec, k_rec):
+    """:func:`_record_state` of a single-precision deviation ``d`` (float32) of the state
+    ``origin + d``: the record ``dw = d - shift`` (float64, ``shift = ref - origin``) enters the
+    float64 moments, and ``rec`` gets the state ``origin + d`` in float64."""
+    if not _within_from(d, origin, bound):
+        return False, k_group, k_rec
+    k_group = _add_record(d, shift, r, group, k_group, sum_dw, sum_dwdw)
+    if k_rec < rec.shape[0]:
+        for i in range(d.shape[0]):
+            rec[k_rec, r, i] = origin[i] + d[i]
+    return True, k_group, k_rec + 1
+
+
+@njit(cache=True, boundscheck=False, inline="always")
+def _close_deviation(d, origin, bound, r, group, k_group, sum_dw, sum_dwdw):
+    """:func:`_close_replica` of a single-precision deviation ``d`` of the state ``origin + d``."""
+    if sum_dw.shape[0] > 0 and k_group > 0:
+        _add_group(sum_dwdw[r], group, k_group)
+    return not _within_from(d, origin, bound)
+
+
+@njit(cache=True, boundscheck=False, fastmath={"reassoc", "contract"}, parallel=True)
+def sgd_kernel_f32(
+    X, y_dev, D, lr, S, with_replacement, perm, keys, step0, n, thin, w_ref, sum_dw, sum_dwdw,
+    rec, bound,
+):  # fmt: skip
+    """:func:`sgd_kernel` in single precision: SGD (paper 000, Eqs. 10-11) on the deviations
+    ``dw = w - w_ref`` (float32) from the reference ``w_ref`` (float64, usually w*).
+
+    The deviation obeys Eq. 11 itself, on the labels seen from the reference::
+
+        dw <- dw - (lr/S) sum_s (x_s.dw + r*_s) x_s,   r*_s = x_s.w_ref - y_s,
+
+    so with ``y_dev = -r* = y - X w_ref`` (formed in float64 from the float64 data, stored as
+    float32) :func:`_sgd_step` runs unchanged in float32: the batch residual
+    ``x_s.dw - y_dev_s`` is a sum of O(|dw|) and O(|r*|) terms, nothing large cancels, so the
+    float32 rounding is relative to the fluctuations, not to ``|w|``.
+
+    Parameters
+    ----------
+    X : (P, N) float32 training inputs; ``y_dev`` (P,) float32 as above.
+    D : (R, N) float32 deviations ``dw``, C-contiguous; updated in place.
+    w_ref : (N,) float64. The state ``w = w_ref + dw`` (float64) is checked against ``bound``
+        and stored in ``rec``; the records ``dw`` enter the float64 moments exactly.
+    The other arguments and the returned diverged flags (R,) are :func:`sgd_kernel`'s (same
+    batches from the same streams, records, moment sums, divergence and threading), so the
+    results are bit-identical for any thread count and any split of the steps into calls.
+    """
+    R, N = D.shape
+    P = X.shape[0]
+    diverged = np.zeros(R, np.bool_)
+    c = np.float32(lr / S)
+    zero = np.float32(0.0)
+    shift = np.zeros(N)  # the records are dw itself
+    for r in prange(R):
+        idx = np.empty(S, np.int64)
+        u = np.empty(S, np.float64)
+        res = np.empty(S, np.float32)
+        group = np.empty((RECORD_GROUP, N), np.float64)
+        k_group = k_rec = 0
+        d = D[r]
+        for t in range(n):
+            draw_step_batch(keys[r], step0 + t, u, P, with_replacement, perm[r], idx)
+            _sgd_step(X, y_dev, d, c, idx, res, zero)
+            if (t + 1) % thin == 0:
+                ok, k_group, k_rec = _record_deviation(
+                    d, w_ref, shift, bound, r, group, k_group, sum_dw, sum_dwdw, rec, k_rec
+                )
+                if not ok:
+                    diverged[r] = True
+                    break
+        if not diverged[r]:
+            diverged[r] = _close_deviation(d, w_ref, bound, r, group, k_group, sum_dw, sum_dwdw)
     return diverged
 
 
@@ -515,10 +639,94 @@ class SGDVariantKernel(SGDKernel):
         record.count_every_replica(n_steps)
 
 
-def _sgd_kernel(X, y, w_ref, update: Update, S: int, with_replacement: bool) -> SGDKernel:
-    """:class:`SGDKernel` for plain SGD, :class:`SGDVariantKernel` for an App. B variant
-    (checked by :func:`weightdyn.sgd.update_matrices`, ValueError naming the key)."""
+class Deviations:
+    """The state of a single-precision kernel (:class:`SGDKernelF32`,
+    :class:`~weightdyn.single_layer.sgf.SGFKernelF32`): ``state.W`` holds float32 deviations
+    ``d`` of the float64 kernel's state ``origin + d`` (float64).
+
+    The engine keeps ``state.W`` as it is between calls, so the float32 deviations persist
+    exactly whatever the chunking. (Holding float64 states and converting them each call would
+    round: ``origin + d`` drops the bits of ``d`` below the ulp of ``origin`` wherever ``|d|`` is
+    far below ``|origin|``, and the result would depend on ``chunk_steps``.)"""
+
+    origin: np.ndarray
+
+    def start(self, S0: np.ndarray, rng: np.random.Generator, n_samples: int,
+              bound: float) -> State:  # fmt: skip
+        """The engine's state of the float64 states ``S0`` (R, N): deviations
+        ``S0 - origin`` in float32, keys and permutations as :meth:`State.start`, and a replica
+        whose ``S0`` is beyond ``bound`` (or not finite) flagged, as the engine flags a float64
+        state (it checks the deviations themselves too)."""
+        with np.errstate(all="ignore"):  # a start beyond float32 becomes inf: flagged
+            D = np.ascontiguousarray(S0 - self.origin, dtype=np.float32)
+            state = State.start(D, rng, n_samples)
+            state.diverged |= ~np.all(np.abs(S0) <= bound, axis=1)
+        return state
+
+    def values(self, D: np.ndarray) -> np.ndarray:
+        """The float64 states ``origin + D`` of the deviations ``D`` (R, N)."""
+        return self.origin + D.astype(np.float64)
+
+
+@dataclass(frozen=True)
+class SGDKernelF32(Deviations, VectorKernel):
+    """:func:`sgd_kernel_f32` behind the engine's kernel interface: Eqs. 10-11 on the float32
+    deviations ``d = w - ref`` (:class:`Deviations`, ``origin = ref``) with ``X`` (P, N) and
+    ``y_dev = y - X ref`` (P,) in float32 (:meth:`build`); records ``dw = d``, moments in
+    float64."""
+
+    X: np.ndarray
+    y_dev: np.ndarray
+    ref: np.ndarray
+    lr: float
+    S: int
+    with_replacement: bool
+    lower_triangle: bool = True
+
+    @classmethod
+    def build(cls, X, y, ref, lr: float, S: int, with_replacement: bool) -> SGDKernelF32:
+        """The kernel of the float64 data ``X``, ``y`` about ``ref``: ``y - X ref`` is formed in
+        float64 (nothing of ``X ref`` is lost to the float32 ``X``), then both are stored in
+        float32."""
+        y_dev = (y - X @ ref).astype(np.float32)
+        return cls(X.astype(np.float32), y_dev, ref, lr, S, with_replacement)
+
+    @property
+    def origin(self) -> np.ndarray:
+        """The state ``w = ref + d``."""
+        return self.ref
+
+    def advance(self, state: State, step0: int, n_steps: int, record: Record) -> None:
+        """``n_steps`` steps of every replica's deviation from global step ``step0``."""
+        sums = record.block_sums()
+        state.diverged |= sgd_kernel_f32(
+            self.X, self.y_dev, state.W, self.lr, self.S, self.with_replacement, state.perm,
+            state.keys, step0, n_steps, record.thin, self.ref, *sums, record.rec, record.bound,
+        )  # fmt: skip
+        record.count_every_replica(n_steps)
+
+
+def _check_precision(precision: str) -> bool:
+    """True for ``"float32"``; ValueError naming ``precision`` and the allowed values."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {PRECISIONS}, got precision={precision!r}")
+    return precision == "float32"
+
+
+def _sgd_kernel(
+    X, y, w_ref, update: Update, S: int, with_replacement: bool, single: bool
+) -> SGDKernel | SGDKernelF32:
+    """:class:`SGDKernel` (:class:`SGDKernelF32` if ``single``) for plain SGD,
+    :class:`SGDVariantKernel` for an App. B variant (checked by
+    :func:`weightdyn.sgd.update_matrices`, ValueError naming the key; float64 only)."""
+    if single and not update.is_plain:
+        raise ValueError(
+            "precision='float32' runs plain SGD only (Eqs. 10-11); with weight_decay, "
+            "preconditioner or temperature set (App. B), precision must be 'float64'"
+        )
     drift, noise = update_matrices(update, X.shape[1])
+    if single:
+        return SGDKernelF32.build(X, y, w_ref, update.lr, S, with_replacement)
     if update.is_plain:
         return SGDKernel(X, y, w_ref, update.lr, S, with_replacement)
     chi = float(update.weight_decay)
@@ -536,6 +744,7 @@ def run_sgd(
     *,
     progress: Callable[[str], None] | None = None,
     observables: Observables | None = None,
+    precision: str = "float64",
 ) -> SGDResult:
     """Run R SGD replicas (paper 000, Eqs. 10-11) and accumulate weight moments.
 
@@ -566,7 +775,13 @@ def run_sgd(
     called on the ``dw`` records of every sampling chunk after they exist and before they are
     accumulated; it reads them only, so every other field is bit-identical with and without it.
     Its series are returned in ``obs_series`` (see :class:`SGDResult`).
+
+    ``precision``: ``"float64"`` (default) or ``"float32"``: plain SGD on the deviations
+    ``dw = w - w_ref`` in single precision (:func:`sgd_kernel_f32`: ``X`` and the residuals at
+    ``w_ref`` in float32, the moments and the records in float64; the same batches); ValueError
+    naming ``precision`` for another value or with an App. B variant.
     """
+    single = _check_precision(precision)
     with_replacement = _check_sampling(update.sampling)
     X = np.ascontiguousarray(X, dtype=np.float64)
     y = np.ascontiguousarray(y, dtype=np.float64)
@@ -584,8 +799,9 @@ def run_sgd(
             "replacement"
         )
     plan = schedule.plan()
-    kernel = _sgd_kernel(X, y, w_ref, update, S, with_replacement)
-    settings = Settings(plan, divergence_bound(w_ref), "SGD", progress, observables)
-    state = State.start(W, rng, P)
+    kernel = _sgd_kernel(X, y, w_ref, update, S, with_replacement, single)
+    bound = divergence_bound(w_ref)
+    settings = Settings(plan, bound, "SGD (float32)" if single else "SGD", progress, observables)
+    state = kernel.start(W, rng, P, bound) if single else State.start(W, rng, P)
     moments = engine.run(kernel, state, settings)
-    return SGDResult.grouped(moments, plan, state.W)
+    return SGDResult.grouped(moments, plan, kernel.values(state.W) if single else state.W)

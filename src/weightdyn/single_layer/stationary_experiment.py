@@ -18,6 +18,11 @@ SGD, beyond Eq. 30) beside the simulated stationary covariance of the chosen dyn
   predicts it exactly as it predicts SGD;
 - ``none``: theory only.
 
+The setting ``precision: float32`` runs the SGD and SGF kernels on the deviation from w* in
+single precision (the same streams, the moments in double; ``precision`` of
+:func:`~weightdyn.single_layer.simulate.run_sgd`); absent, or ``float64``, the cells are those
+of before (same ids, same bits).
+
 Simulated cells fill the variables of the old SGD files (``eig_M_sgd``, ``var_w_sgd``, ...)
 whatever the dynamics, so one name holds one estimator and a merged sweep compares dynamics by its
 ``dynamics`` coordinate; their long names say "SGD or SGF". ``frobenius_error_eq30`` is the
@@ -113,6 +118,7 @@ PARAMS = (
         "SGF Euler-Maruyama step dt / lr (SDE time t = lr tau)",
         **sp.POSITIVE,
     ),
+    sp.PRECISION,
 )
 
 
@@ -120,7 +126,11 @@ PARAMS = (
 
 
 def _derive(params: dict[str, Any]) -> dict[str, Any]:
-    """P from p_over_n (P = round(p_over_n N)) or p_over_n = P/N; 1 <= batch_size <= P."""
+    """P from p_over_n (P = round(p_over_n N)) or p_over_n = P/N; 1 <= batch_size <= P;
+    ``precision`` only if ``float32``: absent or ``float64``, the cell's parameters (its id,
+    its rule's params, its files' provenance) are those it had before the setting existed."""
+    if params.get("precision") in (None, "float64"):
+        params.pop("precision", None)
     N, P, ratio = params["N"], params.get("P"), params.get("p_over_n")
     if (P is None) == (ratio is None):
         got = "both" if P is not None else "neither"
@@ -147,11 +157,17 @@ def _simulate(
     data: TeacherStudentData, params: Params, progress: Progress
 ) -> tuple[np.ndarray, SGDResult]:
     """(w*, moments) of the cell's dynamics, seeded by the old seven cell keys, with the series
-    of the slowest Hessian mode and the training loss (:func:`slowest_mode_and_loss`)."""
+    of the slowest Hessian mode and the training loss (:func:`slowest_mode_and_loss`), in the
+    kernels' ``precision`` (absent: float64; float32: the deviation from w* in single
+    precision, the same streams)."""
     dynamics = params["dynamics"]
     rng = seeds.generator(STREAMS[dynamics], {key: params[key] for key in CELL_KEYS})
     args = (data, params["lr"], params["batch_size"], params["sampling"], sp.protocol(params), rng)
-    hook = {"progress": progress, "observables": slowest_mode_and_loss(data)}
+    hook = {
+        "progress": progress,
+        "observables": slowest_mode_and_loss(data),
+        "precision": params.get("precision") or "float64",
+    }
     if dynamics == "sgd":
         return run_stationary_sgd(*args, **hook)
     noise = dynamics.removeprefix("sgf_")
