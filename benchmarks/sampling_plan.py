@@ -12,12 +12,12 @@ relaxation times, the ``sample_rse`` target, the cap) and prints per sweep:
 - the cost of the sampling in multiply-adds (replicas x steps x width, width S N for SGD, N^2
   for additive SGF, 2 P N for multiplicative SGF: the kernels' work per step) and the ratio
   new / old;
-- the planned relative standard error of tr M (:func:`trace_precision_steps` inverted) and of
+- the planned relative standard error of tr M (:func:`trace_rse_steps` inverted) and of
   the slowest mode's variance, ``sqrt(2 g / (R T))`` with ``g = (1 + rho^2) / (1 - rho^2)``,
   ``rho = 1 - lr omega_min`` (the largest relative error bar of a spectrum): the largest over
   the sweep's cells, old and new.
 
-These are plans under the approximations of :func:`trace_precision_steps` (Gaussian,
+These are plans under the approximations of :func:`trace_rse_steps` (Gaussian,
 independent modes; checked against runs in tests/test_sampling_plan.py), not measurements; the
 measured error bars are in the cells (``*_se``) and benchmarks/calibration.py.
 """
@@ -33,7 +33,7 @@ import numpy as np
 from weightdyn import configfile, sweep
 from weightdyn.single_layer import params as sp
 from weightdyn.single_layer import theory
-from weightdyn.single_layer.protocol import cell_precision_steps, trace_precision_steps
+from weightdyn.single_layer.protocol import cell_rse_steps, trace_rse_steps
 from weightdyn.single_layer.teacher_student import TEACHER_STUDENT
 
 
@@ -61,12 +61,12 @@ def plan_cell(params: dict, data) -> CellPlan:
     lr, S, sampling = params["lr"], params["batch_size"], params["sampling"]
     H = theory.hessian(data.X)
     tau = theory.slowest_relaxation_steps(H, lr)
-    precision = cell_precision_steps(data, lr, S, sampling, protocol)
+    precision = cell_rse_steps(data, lr, S, sampling, protocol)
     steps = protocol.sampling_length(tau, precision)
     C = theory.noise_covariance(data.X, data.y, S, sampling)
     M = theory.stationary_covariance(H, C, lr)
     R = protocol.replicas
-    unit = trace_precision_steps(H, M, lr, R, 1.0)  # steps for rse = 1
+    unit = trace_rse_steps(H, M, lr, R, 1.0)  # steps for rse = 1
     rho2 = (1.0 - lr / (lr * tau)) ** 2 if np.isfinite(tau) else 0.0
     g = (1 + rho2) / (1 - rho2) if rho2 < 1 else np.inf
     dt = params.get("dt_over_lr", 1.0) if params["dynamics"] != "sgd" else 1.0

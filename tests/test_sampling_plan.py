@@ -12,10 +12,10 @@ from weightdyn.single_layer import theory
 from weightdyn.single_layer.datasets import error_groups, sgd_dataset
 from weightdyn.single_layer.protocol import (
     SGDProtocol,
-    cell_precision_steps,
+    cell_rse_steps,
     length_dataset,
     run_stationary_sgd,
-    trace_precision_steps,
+    trace_rse_steps,
 )
 
 
@@ -29,16 +29,16 @@ def test_blocks_too_short_and_pooled_sums() -> None:
     assert np.array_equal(pooled[1], a[4:8].sum(axis=0))
 
 
-def test_trace_precision_steps_of_one_mode_is_the_ar1_formula() -> None:
+def test_trace_rse_steps_of_one_mode_is_the_ar1_formula() -> None:
     """One mode: Var(mean of dw^2 over T steps) = 2 m^2 (1 + rho^2) / ((1 - rho^2) T R)."""
     H, M, lr, R, rse = np.array([[2.0]]), np.array([[0.3]]), 0.1, 8, 0.05
     rho2 = (1 - lr * 2.0) ** 2
     expected = 2 * (1 + rho2) / (1 - rho2) / (R * rse**2)
-    assert trace_precision_steps(H, M, lr, R, rse) == pytest.approx(expected)
-    assert trace_precision_steps(H, M, lr, R, 0.0) == 0.0
-    assert trace_precision_steps(H, M, 1.0, R, rse) == 0.0  # rho = -1: GD diverges
+    assert trace_rse_steps(H, M, lr, R, rse) == pytest.approx(expected)
+    assert trace_rse_steps(H, M, lr, R, 0.0) == 0.0
+    assert trace_rse_steps(H, M, 1.0, R, rse) == 0.0  # rho = -1: GD diverges
     # the target scales as 1/rse^2 and 1/R
-    assert trace_precision_steps(H, M, lr, 2 * R, rse / 2) == pytest.approx(2 * expected)
+    assert trace_rse_steps(H, M, lr, 2 * R, rse / 2) == pytest.approx(2 * expected)
 
 
 @pytest.mark.parametrize(("N", "P", "lr", "S"), [(10, 20, 0.1, 5), (20, 22, 0.1, 10)])
@@ -51,7 +51,7 @@ def test_planned_length_meets_the_rse_target(N: int, P: int, lr: float, S: int) 
     tau = theory.slowest_relaxation_steps(theory.hessian(data.X), lr)
     proto = SGDProtocol(replicas=32, sample_steps=40, sample_rse=0.02, burnin_tau=5,
                         sample_max_steps=10**8)  # fmt: skip
-    planned = cell_precision_steps(data, lr, S, "with", proto)
+    planned = cell_rse_steps(data, lr, S, "with", proto)
     assert planned > proto.sample_steps and proto.sampling_length(tau, planned) >= planned - 40
     rse = []
     for seed in range(4):

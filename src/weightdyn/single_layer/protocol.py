@@ -6,7 +6,7 @@ SGD steps), plus, for a start away from w*, the relaxation times its distance ne
 distance of the start from w* and ``tr M`` that of Eq. 30), bounded below and capped; the
 sampling length is at least ``sample_steps`` (the floor), at least ``sample_tau`` relaxation times
 (``sample_tau`` independent samples of the slowest mode per replica) and, with ``sample_rse``
-set, long enough for that relative standard error of tr M (:func:`trace_precision_steps`),
+set, long enough for that relative standard error of tr M (:func:`trace_rse_steps`),
 capped by ``sample_max_steps``; a cell whose cap binds is flagged ``length_capped``. Every length
 is fixed before sampling starts (no optional stopping: estimates stay unbiased and reruns
 bit-identical). The same protocol drives SGD
@@ -65,25 +65,25 @@ class SGDProtocol:
         steps = (self.burnin_tau + extra_tau) * tau if np.isfinite(tau) else self.burnin_min_steps
         return int(min(max(np.ceil(steps), self.burnin_min_steps), self.burnin_max_steps))
 
-    def required_steps(self, tau: float, precision_steps: float = 0.0) -> float:
+    def required_steps(self, tau: float, rse_steps: float = 0.0) -> float:
         """Sampling steps the cell needs before the cap: the floor ``sample_steps``,
-        ``sample_tau * tau`` and ``precision_steps`` (:func:`trace_precision_steps`)."""
+        ``sample_tau * tau`` and ``rse_steps`` (:func:`trace_rse_steps`)."""
         by_tau = self.sample_tau * tau if np.isfinite(tau) else 0.0
-        return float(max(self.sample_steps, by_tau, precision_steps))
+        return float(max(self.sample_steps, by_tau, rse_steps))
 
-    def is_capped(self, tau: float, precision_steps: float = 0.0) -> bool:
+    def is_capped(self, tau: float, rse_steps: float = 0.0) -> bool:
         """Whether ``sample_max_steps`` cuts the cell's :meth:`required_steps`."""
-        return self.required_steps(tau, precision_steps) > self.sample_max_steps
+        return self.required_steps(tau, rse_steps) > self.sample_max_steps
 
-    def sampling_length(self, tau: float, precision_steps: float = 0.0) -> int:
+    def sampling_length(self, tau: float, rse_steps: float = 0.0) -> int:
         """Sampling steps, :meth:`required_steps` capped at ``sample_max_steps``, a whole
         number of thinned records in each of the n_blocks blocks."""
-        steps = min(self.required_steps(tau, precision_steps), self.sample_max_steps)
+        steps = min(self.required_steps(tau, rse_steps), self.sample_max_steps)
         unit = self.thin * self.n_blocks
         return int(max(1, round(steps / unit)) * unit)
 
 
-def trace_precision_steps(H: np.ndarray, M: np.ndarray, lr: float, replicas: int,
+def trace_rse_steps(H: np.ndarray, M: np.ndarray, lr: float, replicas: int,
                           rse: float) -> float:  # fmt: skip
     """Sampling steps per replica for a relative standard error ``rse`` of tr M, planned from
     the theory before the run (0 for ``rse = 0``, for no fluctuations, and where a mode does not
@@ -112,17 +112,17 @@ def trace_precision_steps(H: np.ndarray, M: np.ndarray, lr: float, replicas: int
     return float(np.sum(2.0 * m**2 * g) / (replicas * (rse * m.sum()) ** 2))
 
 
-def cell_precision_steps(
+def cell_rse_steps(
     data: TeacherStudentData, lr: float, batch_size: int, sampling: str, protocol: SGDProtocol
 ) -> float:
-    """:func:`trace_precision_steps` of a teacher-student cell: ``M`` of Eq. 30 from the
+    """:func:`trace_rse_steps` of a teacher-student cell: ``M`` of Eq. 30 from the
     Hessian (Eq. 4) and the noise covariance at w* (Eq. 17); 0 without ``sample_rse``."""
     if protocol.sample_rse <= 0 or data.N >= data.P:
         return 0.0
     H = theory.hessian(data.X)
     C = theory.noise_covariance(data.X, data.y, batch_size, sampling)
     M = theory.stationary_covariance(H, C, lr)
-    return trace_precision_steps(H, M, lr, protocol.replicas, protocol.sample_rse)
+    return trace_rse_steps(H, M, lr, protocol.replicas, protocol.sample_rse)
 
 
 def initial_weights(
@@ -157,7 +157,7 @@ def start_extra_tau(
 def _plan(
     data: TeacherStudentData, lr: float, batch_size: int, sampling: str, protocol: SGDProtocol
 ) -> tuple[np.ndarray, SGDProtocol, float, float]:
-    """(w*, the protocol to run, tau in SGD steps, :func:`cell_precision_steps`) of one cell.
+    """(w*, the protocol to run, tau in SGD steps, :func:`cell_rse_steps`) of one cell.
 
     In over-parameterised cells (N >= P) every per-sample gradient vanishes at the minimum-norm
     solution w* (Eq. 16), so the chains start at w* (whatever ``init`` says) and a short run
@@ -174,8 +174,8 @@ def _plan(
             thin=protocol.thin,
             n_blocks=protocol.n_blocks,
         )
-    precision = cell_precision_steps(data, lr, batch_size, sampling, protocol)
-    return w_star, protocol, tau, precision
+    planned = cell_rse_steps(data, lr, batch_size, sampling, protocol)
+    return w_star, protocol, tau, planned
 
 
 def slowest_mode_and_loss(data: TeacherStudentData, dtype: str = "float32") -> LinearQuadratic:
@@ -227,9 +227,9 @@ def length_dataset(
     and ``length_capped`` (1 where ``sample_max_steps`` cut it: the cell is sampled for less
     than its time scale and precision target need), with a WARNING line through ``progress``
     when capped. Over-parameterised cells (Eq. 16) need no sampling: 0, not capped."""
-    _, protocol, tau, precision = _plan(data, lr, batch_size, sampling, protocol)
-    required = protocol.required_steps(tau, precision) if data.N < data.P else 0.0
-    capped = data.N < data.P and protocol.is_capped(tau, precision)
+    _, protocol, tau, planned = _plan(data, lr, batch_size, sampling, protocol)
+    required = protocol.required_steps(tau, planned) if data.N < data.P else 0.0
+    capped = data.N < data.P and protocol.is_capped(tau, planned)
     if capped:
         progress(f"WARNING: length_capped: the cell needs {required:.3g} sampling steps "
                  f"(tau = {tau:.3g}, sample_rse = {protocol.sample_rse:g}), capped at "
@@ -266,12 +266,12 @@ def run_stationary_sgd(
     :func:`~weightdyn.single_layer.simulate.run_sgd` on ``dw = w - w*``; ``precision``
     (``"float64"`` or ``"float32"``: the deviation from w* in single precision) is its too.
     """
-    w_star, protocol, tau, precision = _plan(data, lr, batch_size, sampling, protocol)
+    w_star, protocol, tau, planned = _plan(data, lr, batch_size, sampling, protocol)
     w_init = initial_weights(w_star, protocol, rng)
     extra = start_extra_tau(data, lr, batch_size, sampling, w_star, w_init)
     schedule = Schedule(
         burnin_steps=protocol.burnin(tau, extra),
-        sample_steps=protocol.sampling_length(tau, precision),
+        sample_steps=protocol.sampling_length(tau, planned),
         thin=protocol.thin,
         n_blocks=protocol.n_blocks,
     )
@@ -288,15 +288,15 @@ def sgf_steps(
     tau: float,
     dt_over_lr: float,
     extra_tau: float = 0.0,
-    precision_steps: float = 0.0,
+    rse_steps: float = 0.0,
 ) -> tuple[int, int]:
     """(burn-in, sampling) Euler steps of size dt = dt_over_lr * lr covering the SDE time of
     the SGD protocol (``t = lr * tau``, Eq. 13; ``extra_tau`` as :meth:`SGDProtocol.burnin`,
-    ``precision_steps`` as :meth:`SGDProtocol.sampling_length`); the sampling steps fill whole
+    ``rse_steps`` as :meth:`SGDProtocol.sampling_length`); the sampling steps fill whole
     thinned blocks."""
     burnin = int(np.ceil(protocol.burnin(tau, extra_tau) / dt_over_lr))
     unit = protocol.thin * protocol.n_blocks
-    sgd_steps = protocol.sampling_length(tau, precision_steps)
+    sgd_steps = protocol.sampling_length(tau, rse_steps)
     sample = int(max(1, round(sgd_steps / dt_over_lr / unit)) * unit)
     return burnin, sample
 
@@ -322,10 +322,10 @@ def run_stationary_sgf(
     SGD-vs-SGF experiment ran. Starts as :func:`run_stationary_sgd` does; ``observables`` and
     ``precision`` as there (:func:`~weightdyn.single_layer.sgf.run_sgf`).
     """
-    w_star, protocol, tau, precision = _plan(data, lr, batch_size, sampling, protocol)
+    w_star, protocol, tau, planned = _plan(data, lr, batch_size, sampling, protocol)
     w_init = initial_weights(w_star, protocol, rng)
     extra = start_extra_tau(data, lr, batch_size, sampling, w_star, w_init)
-    burnin, sample = sgf_steps(protocol, tau, dt_over_lr, extra, precision)
+    burnin, sample = sgf_steps(protocol, tau, dt_over_lr, extra, planned)
     schedule = Schedule(burnin, sample, protocol.thin, protocol.n_blocks)
     result = run_sgf(
         data.X, data.y, w_star, w_init, Update(lr, batch_size, sampling), schedule, rng,
