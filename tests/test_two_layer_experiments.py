@@ -88,11 +88,34 @@ def test_registry_params() -> None:
         ({"replicas": 1}, r"sweeps\.t\.replicas: 1 is out of range"),
         ({"lr": 0.0}, r"sweeps\.t\.lr: 0.0 is out of range"),
         ({"local_point": "elsewhere"}, r"sweeps\.t\.local_point: 'elsewhere' is not allowed"),
+        (
+            {"precision": "float16"},
+            r"sweeps\.t\.precision: 'float16' is not allowed; allowed: 'float64', 'float32'",
+        ),
     ],
 )
 def test_config_errors_name_the_key(change: dict, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         params({**SMALL, **change})
+
+
+#: the id of the TINY cell before the setting ``precision`` existed (commit ce5d029)
+TINY_ID = ("N_i=5_N_h=4_N_o=1_P=40_sigma_y2=1_init=gaussian_init_scale=1_lr=0.1_batch_size=5_"
+           "sampling=with_data_seed=0_dynamics=sgd__2e016d1b")  # fmt: skip
+
+
+def test_precision_keeps_the_ids_of_float64_cells() -> None:
+    """``precision`` absent or ``float64`` (the default, stored as absent) leaves a cell's id,
+    hence its output path, as it was before the setting existed; ``float32`` is another cell."""
+
+    def cell(block: dict) -> sweep.Cell:
+        (c,) = sweep.expand_sweep("t", {"experiment": "two_layer", **block}).cells
+        return c
+
+    assert cell(TINY).id == cell({**TINY, "precision": "float64"}).id == TINY_ID
+    assert cell(TINY).params["precision"] is None
+    f32 = cell({**TINY, "precision": "float32"})
+    assert f32.id != TINY_ID and f32.params["precision"] == "float32"
 
 
 def test_missing_and_unknown_keys() -> None:
@@ -215,6 +238,16 @@ def test_reproducible_and_seeded_by_dynamics(tiny_pair: xr.Dataset) -> None:
         np.testing.assert_array_equal(sgd[name].values, sgf[name].values)
     assert not np.array_equal(sgd["eig_cov2_sgd_a"].values, sgf["eig_cov2_sgd_a"].values)
     np.testing.assert_array_equal(sgd["eig_cov2_sgd_a"].values, a["eig_cov2_sgd_a"].values)
+
+
+def test_float32_cell_is_its_float64_twin_to_single_precision() -> None:
+    """A float32 cell draws the streams of its float64 twin (precision is no seed key): its
+    spectra and estimates agree to single-precision rounding, far inside their errors."""
+    a, b = run(TINY), run({**TINY, "precision": "float32"})
+    for name in ("eig_cov1_sgd_b", "eig_cov2_sgd_b", "eig_cov2_sgd_a", "M_z_sgd", "trace_D2",
+                 "delta_L2_sgd", "tau_int_slowest"):  # fmt: skip
+        x, y = a[name].values, b[name].values
+        assert np.nanmax(np.abs(x - y)) <= 1e-5 * np.nanmax(np.abs(x)), name
 
 
 def test_sgf_cell_agrees_with_the_linearisation(tiny_pair: xr.Dataset) -> None:

@@ -15,6 +15,10 @@ the data's parameters without the label variance (:data:`weightdyn.two_layer.pro
 SGD and SGF cells share data and ``W^0``, and cells differing only in sigma_y2 share the inputs,
 the teacher, the standard noise draws and the start), and ``two_layer/<dynamics>`` seeded by the
 old block keys (:data:`weightdyn.two_layer.protocol.SEED_KEYS`).
+
+The setting ``precision`` (``float64``, the default, or ``float32``) chooses the kernels'
+arithmetic (:mod:`weightdyn.two_layer.deviation`); the seeds and the cell ids of float64 cells
+do not depend on it.
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ from weightdyn.two_layer import protocol
 from weightdyn.two_layer.cell_dataset import cell_dataset, diverged_dataset
 from weightdyn.two_layer.data import TARGET_KINDS
 from weightdyn.two_layer.merged import cell_label, dynamics_groups, is_diverged, value
-from weightdyn.two_layer.simulate import SAMPLING_MODES
+from weightdyn.two_layer.simulate import PRECISIONS, SAMPLING_MODES
 
 plots = LazyPlots("weightdyn.plots.two_layer")
 
@@ -90,6 +94,9 @@ PARAMS = (
     Param("relax_modes", int, 4, "drift eigenmodes chi_k in the relaxation figure", minimum=1),
     Param("local_point", str, "window", "local point: time average of the sampling window or "
           "of the last average_tau of the pre-run", allowed=("window", "prerun")),
+    Param("precision", str, "float64", "arithmetic of the SGD/SGF kernels: float64, or float32 "
+          "(the deviations from the run's reference point in single precision, Eq. 41 exactly); "
+          "float64 is stored as absent, so that float64 cells keep their ids", allowed=PRECISIONS),
 )
 
 # fmt: on
@@ -97,8 +104,12 @@ PARAMS = (
 
 def derive(params: dict[str, Any]) -> dict[str, Any]:
     """Checks between parameters: N_o <= N_h (thin SVD, Sec. III.2.3), P > N_i (a unique w*,
-    Eq. 39), batch_size <= P, average_tau <= prerun_tau, zero-balanced needs N_o <= N_i."""
+    Eq. 39), batch_size <= P, average_tau <= prerun_tau, zero-balanced needs N_o <= N_i.
+    ``precision = float64``, the default, is stored as absent (None): the cell ids (a hash of
+    the settings that are not None) stay those from before the setting existed."""
     p = params
+    if p.get("precision") == "float64":
+        p["precision"] = None
     if p["N_o"] > p["N_h"]:
         raise ConfigError(f"N_o: {p['N_o']} exceeds N_h = {p['N_h']}; allowed: N_o <= N_h")
     if p["P"] <= p["N_i"]:

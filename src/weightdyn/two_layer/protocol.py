@@ -40,6 +40,9 @@ numba's threads, :func:`sample`), relaxation. Conventions: vec is column stackin
 ``theta = [vec W1; vec W2]`` (:mod:`weightdyn.two_layer.theory`); the moments of
 :func:`weightdyn.two_layer.simulate.run_sgd_two_layer` are row-major and are permuted here.
 A chain that diverges raises :class:`Diverged`, which the cell turns into a flagged dataset.
+Every kernel run of a cell has its :func:`precision`: float64, or float32 in deviation form
+(:mod:`weightdyn.two_layer.deviation`); it is not a seed key, so a float32 cell draws the
+batches and normals of its float64 twin.
 """
 
 from __future__ import annotations
@@ -97,6 +100,11 @@ class Diverged(RuntimeError):
 def dynamics_rng(p: Params) -> np.random.Generator:
     """The stream ``two_layer/<dynamics>`` of the cell (``two_layer/sgd`` as before)."""
     return seeds.generator(f"two_layer/{p['dynamics']}", {k: p[k] for k in SEED_KEYS})
+
+
+def precision(p: Params) -> str:
+    """The arithmetic of the cell's kernels (``precision``; absent: ``"float64"``)."""
+    return p.get("precision") or "float64"
 
 
 def _round_up(n: float, unit: int) -> int:
@@ -265,6 +273,7 @@ def prerun(s: Setup, a: TheoryAtW0, p: Params, rng: np.random.Generator,
             s.X, s.Y, (s.W1g, s.W2g), (W1c, W2c), Update(lr, S, sampling),
             Schedule(0, seg, thin0, 1), rng, replicas=R, w_star=s.w_star,
             trace_every=_round_up(seg / p["trace_points"], thin0), second_moments="none",
+            precision=precision(p),
         )  # fmt: skip
         if pre.diverged:
             raise Diverged("pre-run")
@@ -471,7 +480,7 @@ def sample(s: Setup, pre: Prerun, plan: LocalPlan, p: Params, rng: np.random.Gen
             s.X, s.Y, (W1_loc, W2_loc), (pre.final_W1[idx], pre.final_W2[idx]),
             Update(lr, S, sampling), Schedule(0, plan.sample_steps, plan.thin, nb), rng,
             w_star=s.w_star, trace_every=plan.trace_every, second_moments="all",
-            observables=hook, keys=keys[idx],
+            observables=hook, keys=keys[idx], precision=precision(p),
         )  # fmt: skip
         if res.diverged:
             raise Diverged("sampling")
@@ -695,7 +704,7 @@ def relaxation(s: Setup, smp: Samples, plan: LocalPlan, p: Params, rng: np.rando
         res = run(
             s.X, s.Y, (s.W1g, s.W2g), (W1c, W2c), Update(lr, S, sampling),
             Schedule(0, thin_r, thin_r, 1), rng, w_star=s.w_star, trace_every=thin_r,
-            second_moments="none",
+            second_moments="none", precision=precision(p),
         )  # fmt: skip
         if res.diverged:
             raise Diverged("relaxation")

@@ -60,6 +60,14 @@ accumulated over fixed groups of records aligned to each time block with chunk b
 group boundaries, so results are bit-identical for any ``chunk_steps`` and any thread count
 (tested). Only the ``reassoc`` and ``contract`` fast-math flags are set (NaN/Inf semantics
 kept), so reruns are bit-identical on the same build.
+
+Precision
+---------
+``precision="float32"`` (:data:`PRECISIONS`) integrates the deviations ``W1 - W1_ref``,
+``W2 - W2_ref`` from the run's reference point in single precision, with the product
+``W2 W1`` expanded exactly about it and the residuals at the reference computed once in
+float64 (:mod:`weightdyn.two_layer.deviation`); batches, normals, records, traces and moment
+sums are those of the float64 kernels, and so are the reproducibility guarantees above.
 """
 
 from __future__ import annotations
@@ -86,9 +94,12 @@ from weightdyn.sgd.engine import (
     Update,
 )
 from weightdyn.sgd.engine import run as engine_run
+from weightdyn.two_layer.deviation import Deviations, sgd_deviation_kernel, sgf_deviation_kernel
+from weightdyn.two_layer.residuals import add_samples
 
 __all__ = [
     "INTEGRATORS",
+    "PRECISIONS",
     "SAMPLING_MODES",
     "SECOND_MOMENTS",
     "GradientFlowResult",
@@ -117,6 +128,8 @@ SAMPLING_MODES = ("with", "without")
 INTEGRATORS = ("rk4", "adaptive")
 #: which second moments :func:`run_sgd_two_layer` accumulates
 SECOND_MOMENTS = ("all", "W2", "none")
+#: the kernels' arithmetic: float64, or float32 in deviation form (:mod:`.deviation`)
+PRECISIONS = ("float64", "float32")
 
 #: divergence threshold on |W1|_F, |W2|_F in units of (reference scale + 1)
 _DIVERGENCE_FACTOR = 1e6
@@ -529,55 +542,6 @@ def product_kernel(W1, W2, Wp):
 
 
 @njit(cache=True, boundscheck=False, fastmath={"reassoc", "contract"}, inline="always")
-def _add_sample(K, w, x, y, a):
-    """``K += a (y - w x) x^T``: one sample's residual term of ``K`` (Eqs. 41, 52)."""
-    N_o, N_i = K.shape
-    for o in range(N_o):
-        wo = w[o]
-        s = 0.0
-        for i in range(N_i):
-            s += wo[i] * x[i]
-        e = a * (y[o] - s)
-        Ko = K[o]
-        for i in range(N_i):
-            Ko[i] += e * x[i]
-
-
-@njit(cache=True, boundscheck=False, fastmath={"reassoc", "contract"}, inline="always")
-def _add_samples(K, w, X, Y, rows, a):
-    """``K += sum_k a[k] (y_k - w x_k) x_k^T`` over the samples ``rows`` (Eqs. 41, 52).
-
-    Samples go four at a time: four residuals share each load of ``w``, and ``K`` takes four
-    rows per load and store (the loads and stores, not the multiply-adds, bound this loop);
-    the remainder goes one by one (:func:`_add_sample`).
-    """
-    n = rows.shape[0]
-    N_o, N_i = K.shape
-    n4 = n - n % 4
-    for k in range(0, n4, 4):
-        m0, m1, m2, m3 = rows[k], rows[k + 1], rows[k + 2], rows[k + 3]
-        x0, x1, x2, x3 = X[m0], X[m1], X[m2], X[m3]
-        for o in range(N_o):
-            wo = w[o]
-            s0 = s1 = s2 = s3 = 0.0
-            for i in range(N_i):
-                wi = wo[i]
-                s0 += wi * x0[i]
-                s1 += wi * x1[i]
-                s2 += wi * x2[i]
-                s3 += wi * x3[i]
-            e0 = a[k] * (Y[m0, o] - s0)
-            e1 = a[k + 1] * (Y[m1, o] - s1)
-            e2 = a[k + 2] * (Y[m2, o] - s2)
-            e3 = a[k + 3] * (Y[m3, o] - s3)
-            Ko = K[o]
-            for i in range(N_i):
-                Ko[i] += (e0 * x0[i] + e1 * x1[i]) + (e2 * x2[i] + e3 * x3[i])
-    for k in range(n4, n):
-        _add_sample(K, w, X[rows[k]], Y[rows[k]], a[k])
-
-
-@njit(cache=True, boundscheck=False, fastmath={"reassoc", "contract"}, inline="always")
 def _layer_step(w1, w2, w, K, d2):
     """One replica's update ``W2 += K W1^T, W1 += W2^T K`` (both from the old weights), in place.
 
@@ -700,7 +664,7 @@ def sgd_kernel(
         for t in range(n):
             draw_step_batch(key, step0 + t, u, P, with_replacement, perm[r], idx)
             K[:] = 0.0
-            _add_samples(K, w, X, Y, idx, a)
+            add_samples(K, w, X, Y, idx, a)
             _layer_step(w1, w2, w, K, d2)
             if (t + 1) % thin == 0:
                 if not _record(r, k_rec, w1, w2, w, w_star, bound2, rec1, rec2, diag):
@@ -753,7 +717,7 @@ def sgf_kernel(
             for mu in range(P):
                 a[mu] = drift + amp * (z[mu] - z_mean)
             K[:] = 0.0
-            _add_samples(K, w, X, Y, rows, a)
+            add_samples(K, w, X, Y, rows, a)
             _layer_step(w1, w2, w, K, d2)
             if (t + 1) % thin == 0:
                 if not _record(r, k_rec, w1, w2, w, w_star, bound2, rec1, rec2, diag):
@@ -864,7 +828,8 @@ class TwoLayerSGDResult:
     small ``trace_dist`` is motion along the manifold of minima. Points after a divergence are NaN.
 
     ``kind`` is ``"sgd"`` or ``"sgf"``; for SGF the step counts are Euler steps of size ``dt``
-    (SDE time ``t = lr tau``), for SGD ``dt = lr``.
+    (SDE time ``t = lr tau``), for SGD ``dt = lr``. ``precision``: the kernels' arithmetic,
+    ``"float64"`` or ``"float32"`` (deviation form; every field is float64 either way).
 
     With an observable hook: ``obs_series`` (T, R, m) of the hook's ``obs_names`` over the
     sampling window, one point every ``obs_spacing`` steps, and ``obs_elapsed_s``
@@ -909,6 +874,7 @@ class TwoLayerSGDResult:
     obs_names: tuple[str, ...] = ()
     obs_spacing: int = 0
     obs_elapsed_s: float = 0.0
+    precision: str = "float64"
 
 
 class _Trace:
@@ -966,6 +932,7 @@ class _Options:
     progress: Callable[[str], None] | None = None
     observables: Observables | None = None
     keys: np.ndarray | None = None
+    precision: str = "float64"
 
 
 @dataclass(frozen=True)
@@ -987,6 +954,8 @@ def _check_problem(X, Y, refs, inits, opts: _Options) -> _Problem:
     (W1_ref, W2_ref), (W1_init, W2_init), update = refs, inits, opts.update
     update.require_plain("the two-layer SGD/SGF driver")
     with_replacement = _check_sampling(update.sampling)
+    if opts.precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {PRECISIONS}, got precision={opts.precision!r}")
     if opts.second_moments not in SECOND_MOMENTS:
         raise ValueError(
             f"second_moments must be one of {SECOND_MOMENTS}, got {opts.second_moments!r}"
@@ -1104,6 +1073,11 @@ def _bound(pb: _Problem) -> tuple[float, np.ndarray]:
         return bound, ~(finite & np.isfinite(pb.W2.reshape(R, -1)).all(axis=1))
 
 
+#: a kernel call's divergence flags (R,), records of ``dW1`` (n_rec, R, n1) and ``dW2``
+#: (n_rec, R, n2), and the raw records ``(W1, W2)`` for the observable hook (or None)
+_Advanced = tuple[np.ndarray, np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray] | None]
+
+
 @dataclass(frozen=True)
 class TwoLayerKernel:
     """:func:`sgd_kernel` (Eq. 41) or :func:`sgf_kernel` (Eqs. 51-52) behind the engine's kernel
@@ -1112,16 +1086,25 @@ class TwoLayerKernel:
     flattened, into the sums of :func:`_moment_shapes`; the per-record diagnostics go into
     ``trace`` from the first step on (every ``thin`` steps, burn-in included); the observable
     hook gets the raw ``(W1, W2)`` records. ``coeffs``: ``(lr, S, with_replacement)`` for SGD,
-    ``(drift, amp)`` for SGF. The run stops at the first divergence."""
+    ``(drift, amp)`` for SGF. The run stops at the first divergence.
+
+    ``Wp``: the float64 kernels' products ``W2 W1`` (R, N_o, N_i); ``dev``: in float32 the
+    deviation-form state (:class:`weightdyn.two_layer.deviation.Deviations`, integrated by
+    :func:`~weightdyn.two_layer.deviation.sgd_deviation_kernel` or
+    :func:`~weightdyn.two_layer.deviation.sgf_deviation_kernel`; ``W1``, ``W2`` of the engine's
+    state are then written from it after every call), else None. ``observe``: the run has an
+    observable hook (which the float32 records, deviations, are turned into raw weights for)."""
 
     kind: str
     pb: _Problem
     coeffs: tuple
-    Wp: np.ndarray
+    Wp: np.ndarray | None
     thin: int
     second_moments: str
     trace: _Trace
     lower_triangle: bool = False
+    dev: Deviations | None = None
+    observe: bool = False
 
     @property
     def ref(self) -> np.ndarray:
@@ -1134,29 +1117,56 @@ class TwoLayerKernel:
 
     def advance(self, state: State, step0: int, n_steps: int, record: Record) -> None:
         """``n_steps`` steps of every replica from global step ``step0``, recording."""
-        (W1, W2), pb, thin = (state.W, *state.extra), self.pb, self.thin
+        R, thin = state.W.shape[0], self.thin
         n_rec = n_steps // thin if record.block is not None else 0
+        diag = np.empty((n_steps // thin, R, 3))
+        steps = self._float64 if self.dev is None else self._deviations
+        flags, d1, d2, observed = steps(state, (step0, n_steps, n_rec), diag, record.bound)
+        state.diverged |= flags
+        if flags.any():
+            return
+        self.trace.add(diag)
+        if record.block is not None:
+            _add_records(record, d1, d2)
+            record.observed = observed
+
+    def _float64(self, state: State, steps: tuple[int, int, int], diag: np.ndarray,
+                 bound: float) -> _Advanced:  # fmt: skip
+        """The float64 kernel's ``n_steps`` steps from ``step0`` with ``n_rec`` records,
+        ``steps = (step0, n_steps, n_rec)``: the divergence flags, the records of ``dW1``,
+        ``dW2`` (n_rec, R, n1), (n_rec, R, n2) and the raw records ``(W1, W2)``."""
+        (W1, W2), pb, (step0, n_steps, n_rec) = (state.W, *state.extra), self.pb, steps
         rec1, rec2 = np.empty((n_rec, *W1.shape)), np.empty((n_rec, *W2.shape))
-        diag = np.empty((n_steps // thin, W1.shape[0], 3))
-        tail = (step0, n_steps, thin, rec1, rec2, diag, pb.w_star, record.bound)
+        tail = (step0, n_steps, self.thin, rec1, rec2, diag, pb.w_star, bound)
         if self.kind == "sgd":
             lr, S, wr = self.coeffs
             args = (lr, S, wr, state.perm, state.keys, *tail)
             flags = sgd_kernel(pb.X, pb.Y, W1, W2, self.Wp, *args)
         else:
             flags = sgf_kernel(pb.X, pb.Y, W1, W2, self.Wp, *self.coeffs, state.keys, *tail)
-        state.diverged |= flags
-        if flags.any():
-            return
-        self.trace.add(diag)
-        if record.block is not None:
-            R = W1.shape[0]
-            ref1 = pb.W1_ref.reshape(-1 if pb.W1_ref.ndim == 2 else (R, -1))
-            ref2 = pb.W2_ref.reshape(-1 if pb.W2_ref.ndim == 2 else (R, -1))
-            _add_records(
-                record, rec1.reshape(n_rec, R, -1) - ref1, rec2.reshape(n_rec, R, -1) - ref2
-            )
-            record.observed = (rec1, rec2)
+        R, n1, n2 = W1.shape[0], W1[0].size, W2[0].size
+        ref1 = pb.W1_ref.reshape(-1 if pb.W1_ref.ndim == 2 else (R, -1))
+        ref2 = pb.W2_ref.reshape(-1 if pb.W2_ref.ndim == 2 else (R, -1))
+        d1, d2 = rec1.reshape(n_rec, R, n1) - ref1, rec2.reshape(n_rec, R, n2) - ref2
+        return flags, d1, d2, (rec1, rec2)
+
+    def _deviations(self, state: State, steps: tuple[int, int, int], diag: np.ndarray,
+                    bound: float) -> _Advanced:  # fmt: skip
+        """As :meth:`_float64` in float32 deviation form; the records are the deviations, and
+        ``W1 = W1_ref + dW1``, ``W2 = W2_ref + dW2`` (float64) go into ``state``."""
+        dev, (step0, n_steps, n_rec) = self.dev, steps
+        R, n1, n2 = dev.D1.shape[0], dev.D1[0].size, dev.D2[0].size
+        rec1, rec2 = np.empty((n_rec, *dev.D1.shape)), np.empty((n_rec, *dev.D2.shape))
+        head = (dev.X, dev.E0, dev.refs, dev.state)
+        tail = (step0, n_steps, self.thin, rec1, rec2, diag, bound)
+        if self.kind == "sgd":
+            lr, S, wr = self.coeffs
+            flags = sgd_deviation_kernel(*head, lr, S, wr, state.perm, state.keys, *tail)
+        else:
+            flags = sgf_deviation_kernel(*head, *self.coeffs, state.keys, *tail)
+        state.W[:], state.extra[0][:] = dev.weights()
+        observed = (rec1 + dev.ref1, rec2 + dev.ref2) if self.observe else None
+        return flags, rec1.reshape(n_rec, R, n1), rec2.reshape(n_rec, R, n2), observed
 
 
 def _kernel(
@@ -1164,8 +1174,6 @@ def _kernel(
 ) -> tuple[TwoLayerKernel, float]:
     """The run's kernel and the Euler step ``dt`` (``lr`` for SGD)."""
     lr, S, sampling = opts.update.lr, int(opts.update.batch_size), opts.update.sampling
-    Wp = np.empty((pb.W1.shape[0], pb.Y.shape[1], pb.X.shape[1]))
-    product_kernel(pb.W1, pb.W2, Wp)
     if opts.kind == "sgd":
         coeffs, dt = (float(lr), S, _check_sampling(sampling)), float(lr)
     else:
@@ -1174,7 +1182,18 @@ def _kernel(
             raise ValueError(f"dt must be a finite number > 0, got dt={opts.dt!r}")
         P = pb.X.shape[0]
         coeffs = (dt / P, np.sqrt(lr * dt * noise_prefactor(P, S, sampling) / P))
-    kernel = TwoLayerKernel(opts.kind, pb, coeffs, Wp, plan.thin, opts.second_moments, trace)
+    Wp, dev = None, None
+    if opts.precision == "float64":
+        Wp = np.empty((pb.W1.shape[0], pb.Y.shape[1], pb.X.shape[1]))
+        product_kernel(pb.W1, pb.W2, Wp)
+    else:
+        with np.errstate(all="ignore"):  # a non-finite start is flagged by the engine
+            refs, weights = (pb.W1_ref, pb.W2_ref), (pb.W1, pb.W2)
+            dev = Deviations.build((pb.X, pb.Y), refs, weights, pb.w_star)
+    observe = opts.observables is not None
+    kernel = TwoLayerKernel(
+        opts.kind, pb, coeffs, Wp, plan.thin, opts.second_moments, trace, dev=dev, observe=observe
+    )
     return kernel, dt
 
 
@@ -1231,7 +1250,7 @@ def _run(X, Y, refs, inits, rng: np.random.Generator, opts: _Options) -> TwoLaye
         batch_size=int(opts.update.batch_size), sampling=opts.update.sampling, W1_ref=pb.W1_ref,
         W2_ref=pb.W2_ref, w_star=pb.w_star, **_trace_fields(trace, trace_every),
         final_W1=pb.W1, final_W2=pb.W2, elapsed_s=moments.elapsed_s,
-        **series_fields(moments.recorder, thin),
+        **series_fields(moments.recorder, thin), precision=opts.precision,
     )  # fmt: skip
 
 
@@ -1251,6 +1270,7 @@ def run_sgd_two_layer(
     progress: Callable[[str], None] | None = None,
     observables: Observables | None = None,
     keys: np.ndarray | None = None,
+    precision: str = "float64",
 ) -> TwoLayerSGDResult:
     """Run R SGD replicas of the two-layer network (Eq. 41) and accumulate weight moments.
 
@@ -1289,10 +1309,17 @@ def run_sgd_two_layer(
     (:func:`weightdyn.counter_rng.replica_keys`), instead of one draw from ``rng``, which is then
     left untouched; replica ``r`` of a run with ``keys`` is bit-identical to a one-replica run
     with ``keys[r : r + 1]`` (the streams depend only on the key and the global step).
+
+    ``precision``: ``"float64"`` (default) or ``"float32"``, which integrates the deviations
+    ``dW1``, ``dW2`` from the reference in single precision (Eq. 41 exactly, with the product
+    expanded about the reference, :mod:`weightdyn.two_layer.deviation`): the same batches, the
+    records and moment sums in float64, and everything above (chunking, threads, per-replica
+    references, keys, divergence) holds for its bits too.
     """
     opts = _Options(
         "sgd", update, schedule, replicas=replicas, w_star=w_star, trace_every=trace_every,
         second_moments=second_moments, progress=progress, observables=observables, keys=keys,
+        precision=precision,
     )  # fmt: skip
     return _run(X, Y, refs, inits, rng, opts)
 
@@ -1314,10 +1341,11 @@ def run_sgf_two_layer(
     progress: Callable[[str], None] | None = None,
     observables: Observables | None = None,
     keys: np.ndarray | None = None,
+    precision: str = "float64",
 ) -> TwoLayerSGDResult:
     """Euler-Maruyama integration of the SGF (Eqs. 51-52) for R replicas, as for SGD.
 
-    Protocol, arguments and result as in :func:`run_sgd_two_layer`.
+    Protocol, arguments (``precision`` included) and result as in :func:`run_sgd_two_layer`.
 
     Steps are Euler steps of size ``dt`` in SDE time ``t = lr tau`` (default ``dt = update.lr``:
     one SGD step per Euler step, matching the first two moments of a step of Eq. 41). The noise
@@ -1329,5 +1357,6 @@ def run_sgf_two_layer(
     opts = _Options(
         "sgf", update, schedule, dt=dt, replicas=replicas, w_star=w_star, trace_every=trace_every,
         second_moments=second_moments, progress=progress, observables=observables, keys=keys,
+        precision=precision,
     )  # fmt: skip
     return _run(X, Y, refs, inits, rng, opts)
