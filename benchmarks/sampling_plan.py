@@ -8,7 +8,9 @@ the two configs) it plans, from the theory alone (no simulation), the sampling l
 :class:`weightdyn.single_layer.protocol.SGDProtocol` (floor ``sample_steps``, ``sample_tau``
 relaxation times, the ``sample_rse`` target, the cap) and prints per sweep:
 
-- cells, and how many have their length cut by the cap (``length_capped``);
+- cells, how many have their length cut by the cap (``length_capped``), and how many sample
+  fewer than ``MIN_TAU`` = 50 relaxation times (the projection on the slowest mode has tau_int
+  about tau, so these are the cells the run will flag ``undersampled``);
 - the cost of the sampling in multiply-adds (replicas x steps x width, width S N for SGD, N^2
   for additive SGF, 2 P N for multiplicative SGF: the kernels' work per step) and the ratio
   new / old;
@@ -31,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from weightdyn import configfile, sweep
+from weightdyn.observables import MIN_TAU
 from weightdyn.single_layer import params as sp
 from weightdyn.single_layer import theory
 from weightdyn.single_layer.protocol import cell_rse_steps, trace_rse_steps
@@ -46,6 +49,7 @@ class CellPlan:
     capped: bool
     rse_trace: float
     rse_slowest: float
+    short: bool
 
 
 def _width(params: dict) -> float:
@@ -77,6 +81,7 @@ def plan_cell(params: dict, data) -> CellPlan:
         capped=protocol.is_capped(tau, precision),
         rse_trace=float(np.sqrt(unit / steps)),
         rse_slowest=float(np.sqrt(2 * g / (R * steps))),
+        short=steps < 0.999 * MIN_TAU * tau,  # not the rounding to whole blocks
     )
 
 
@@ -98,6 +103,7 @@ def _row(name: str, old: list[CellPlan], new: list[CellPlan]) -> np.ndarray:
     """Print one sweep's line; return its (old, new) sampling cost."""
     cost = np.array([sum(c.cost for c in old), sum(c.cost for c in new)])
     capped = f"{sum(c.capped for c in old):6d}/{sum(c.capped for c in new):<7d}"
+    capped += f" {sum(c.short for c in old):5d}/{sum(c.short for c in new):<5d}"
     trace = f"{max(c.rse_trace for c in old):9.2%}/{max(c.rse_trace for c in new):<10.2%}"
     slow = f"{max(c.rse_slowest for c in old):11.2%}/{max(c.rse_slowest for c in new):<12.2%}"
     print(f"{name:22s} {len(old):5d} {capped} {cost[1] / cost[0]:12.3f} {trace} {slow}")
@@ -116,15 +122,16 @@ def main() -> None:
     for key in sorted(old.keys() & new.keys()):
         data = TEACHER_STUDENT.load(TEACHER_STUDENT.make(old[key]))
         rows[key[0]].append((plan_cell(old[key], data), plan_cell(new[key], data)))
-    head = (f"{'sweep':22s} {'cells':>5s} {'capped old/new':>14s} {'cost new/old':>12s} "
-            f"{'max rse trM old/new':>20s} {'max rse slowest old/new':>24s}")  # fmt: skip
+    head = (f"{'sweep':22s} {'cells':>5s} {'capped old/new':>14s} {'<50 tau':>11s} "
+            f"{'cost new/old':>12s} {'max rse trM old/new':>20s} "
+            f"{'max rse slowest old/new':>24s}")  # fmt: skip
     print(head)
     total = np.zeros(2)
     for name, pairs in rows.items():
         cost = _row(name, [pair[0] for pair in pairs], [pair[1] for pair in pairs])
         total += cost
     ratio = total[1] / total[0]
-    print(f"{'all':22s} {sum(len(v) for v in rows.values()):5d} {'':14s} {ratio:12.3f}   "
+    print(f"{'all':22s} {sum(len(v) for v in rows.values()):5d} {'':26s} {ratio:12.3f}   "
           f"(sampling cost old {total[0]:.3g}, new {total[1]:.3g} multiply-adds)")  # fmt: skip
     missing = len(old.keys() ^ new.keys())
     if missing:
