@@ -127,9 +127,10 @@ PARAMS = (
 
 def _derive(params: dict[str, Any]) -> dict[str, Any]:
     """P from p_over_n (P = round(p_over_n N)) or p_over_n = P/N; 1 <= batch_size <= P;
-    ``precision`` only if ``float32``: absent or ``float64``, the cell's parameters (its id,
-    its rule's params, its files' provenance) are those it had before the setting existed."""
-    if params.get("precision") in (None, "float64"):
+    ``precision`` only if ``float32`` in a simulated cell: absent or ``float64`` (or a
+    theory-only cell), the cell's parameters (its id, its rule's params, its files'
+    provenance) are those it had before the setting existed."""
+    if params.get("precision") in (None, "float64") or params.get("dynamics") == "none":
         params.pop("precision", None)
     N, P, ratio = params["N"], params.get("P"), params.get("p_over_n")
     if (P is None) == (ratio is None):
