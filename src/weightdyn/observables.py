@@ -264,7 +264,8 @@ def ess_log_lines(ess: EffectiveSampleSize) -> list[str]:
     if ess.undersampled:
         lines.append(
             f"WARNING: undersampled: {ess.sample_steps} sampling steps are {ess.sampled_tau:.3g} "
-            f"< {MIN_TAU:g} integrated autocorrelation times; error bars are not reliable"
+            f"< {MIN_TAU:g} integrated autocorrelation times; tau_int and ESS are lower bounds, "
+            "and error bars are honest only from a jackknife over replicas"
         )
     return lines
 
