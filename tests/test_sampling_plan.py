@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import xarray as xr
 
 from weightdyn import stats, sweep
 from weightdyn.data import teacher_student
@@ -96,3 +97,14 @@ def test_sample_rse_unset_keeps_the_cell_ids() -> None:
     assert with_rse.id != cell.id
     with pytest.raises(sweep.ConfigError, match="sample_rse"):
         sweep.expand_sweep("s", {**block, "sample_rse": 0.0})
+
+
+def test_error_bar_text_says_how_the_cells_were_grouped() -> None:
+    from weightdyn.plots.errorbars import JACKKNIFE, se_text
+
+    def text(flags: list[float]) -> str:
+        return se_text(xr.Dataset({"errors_by_replica": ("cell", np.array(flags))}))
+
+    assert JACKKNIFE in text([0.0, 0.0]) and JACKKNIFE in se_text(xr.Dataset())
+    assert "(jackknife over replicas)" in text([1.0, 1.0])
+    assert "replicas or replica time blocks" in text([0.0, 1.0])

@@ -32,7 +32,7 @@ from weightdyn.plots.common import (
     require_variables,
     styled,
 )
-from weightdyn.plots.errorbars import JACKKNIFE, ErrorBars, se_text
+from weightdyn.plots.errorbars import ErrorBars, se_text
 from weightdyn.plots.scalar import value_text
 
 __all__ = ["injected_noise", "kl_vs_batch", "kl_vs_lr", "protocol", "spectra"]
@@ -236,7 +236,7 @@ def _bars_text(ds: xr.Dataset, spread: str, k: int = 1) -> str:
     seeds = _values(ds, "data_seed").size
     if spread == "sd" and seeds > 1:
         return f"$\\pm${k} s.d. over {seeds} data sets (repetitions)"
-    return se_text(ds, k, JACKKNIFE)
+    return se_text(ds, k)
 
 
 def _style_legend(fig: plt.Figure, families: list, extra: Sequence[Line2D]) -> None:
@@ -426,7 +426,7 @@ def spectra(ds: xr.Dataset) -> plt.Figure:
     rows = math.ceil(n / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(2.4 * cols + 0.4, 2.3 * rows + 1.0),
                              layout="constrained", squeeze=False)  # fmt: skip
-    band = ErrorBars(se_text(ds, 2, JACKKNIFE), kind="band")
+    band = ErrorBars(se_text(ds, 2), kind="band")
     simulated = "eig_M_sgd" in ds and bool(np.isfinite(ds["eig_M_sgd"].values).any())
     for ax, (key, sub) in zip(axes.ravel(), shown, strict=False):
         cells = ds.isel(cell=sub["_cell"].to_numpy())

@@ -28,7 +28,16 @@ from matplotlib.container import ErrorbarContainer
 from matplotlib.text import Text
 from numpy.typing import ArrayLike
 
-__all__ = ["JACKKNIFE", "ErrorBars", "bar_note", "errorbar", "measure", "se_text", "state_bars"]
+__all__ = [
+    "JACKKNIFE",
+    "ErrorBars",
+    "bar_note",
+    "errorbar",
+    "jackknife_text",
+    "measure",
+    "se_text",
+    "state_bars",
+]
 
 _RECORDS = "_weightdyn_errorbars"
 
@@ -198,9 +207,26 @@ def state_bars(
 JACKKNIFE = "jackknife over replica time blocks"
 
 
-def se_text(cells: xr.Dataset, k: int = 1, how: str = JACKKNIFE) -> str:
-    """What bars of +-k s.e. are: ``how`` for one data set; with cells of several data seeds,
-    of the mean over them (their spread added)."""
+def jackknife_text(cells: xr.Dataset) -> str:
+    """How the cells' errors were grouped: :data:`JACKKNIFE`, or over replicas where their
+    ``errors_by_replica`` flag says the time blocks were too short to be groups
+    (:func:`weightdyn.single_layer.datasets.error_groups`)."""
+    if "errors_by_replica" not in cells:
+        return JACKKNIFE
+    flags = np.asarray(cells["errors_by_replica"].values, dtype=float).ravel()
+    flags = flags[np.isfinite(flags)]
+    if flags.size and (flags == 1).all():
+        return "jackknife over replicas"
+    if (flags == 1).any():
+        return "jackknife over replicas or replica time blocks"
+    return JACKKNIFE
+
+
+def se_text(cells: xr.Dataset, k: int = 1, how: str | None = None) -> str:
+    """What bars of +-k s.e. are: ``how`` (default :func:`jackknife_text` of the cells) for
+    one data set; with cells of several data seeds, of the mean over them (their spread
+    added)."""
+    how = jackknife_text(cells) if how is None else how
     seeds = int(np.unique(cells["data_seed"].values).size) if "data_seed" in cells.coords else 1
     spread = f" and spread over {seeds} data sets" if seeds > 1 else ""
     return f"$\\pm${k} s.e. ({how}{spread})"
