@@ -9,8 +9,9 @@ the two configs) it plans, from the theory alone (no simulation), the sampling l
 relaxation times, the ``sample_rse`` target, the cap) and prints per sweep:
 
 - cells, how many have their length cut by the cap (``length_capped``), and how many sample
-  fewer than ``MIN_TAU`` = 50 relaxation times (the projection on the slowest mode has tau_int
-  about tau, so these are the cells the run will flag ``undersampled``);
+  fewer than ``MIN_TAU`` = 50 integrated autocorrelation times of the slowest mode's projection
+  (tau_int = (1 + rho) / (1 - rho), about 2 tau, in the convention of
+  :func:`weightdyn.stats.integrated_time`): the cells the run will flag ``undersampled``;
 - the cost of the sampling in multiply-adds (replicas x steps x width, width S N for SGD, N^2
   for additive SGF, 2 P N for multiplicative SGF: the kernels' work per step) and the ratio
   new / old;
@@ -81,7 +82,7 @@ def plan_cell(params: dict, data) -> CellPlan:
         capped=protocol.is_capped(tau, precision),
         rse_trace=float(np.sqrt(unit / steps)),
         rse_slowest=float(np.sqrt(2 * g / (R * steps))),
-        short=steps < 0.999 * MIN_TAU * tau,  # not the rounding to whole blocks
+        short=steps < 0.999 * MIN_TAU * 2 * tau,  # tau_int ~ 2 tau; not the block rounding
     )
 
 
@@ -122,7 +123,7 @@ def main() -> None:
     for key in sorted(old.keys() & new.keys()):
         data = TEACHER_STUDENT.load(TEACHER_STUDENT.make(old[key]))
         rows[key[0]].append((plan_cell(old[key], data), plan_cell(new[key], data)))
-    head = (f"{'sweep':22s} {'cells':>5s} {'capped old/new':>14s} {'<50 tau':>11s} "
+    head = (f"{'sweep':22s} {'cells':>5s} {'capped old/new':>14s} {'<50 tau_int':>11s} "
             f"{'cost new/old':>12s} {'max rse trM old/new':>20s} "
             f"{'max rse slowest old/new':>24s}")  # fmt: skip
     print(head)
